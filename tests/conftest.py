@@ -1,0 +1,30 @@
+import os
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory):
+    from tiny import save_tiny_model
+
+    return save_tiny_model(tmp_path_factory.mktemp("tiny-llama"))
+
+
+@pytest.fixture
+def tiny(tiny_model_dir):
+    """A fresh UniModel over the tiny model (fresh so tests may modify weights)."""
+    from unirag import UniModel
+
+    return UniModel.load(str(tiny_model_dir), precision="fp32")
+
+
+@pytest.fixture(scope="session")
+def real_model():
+    """The real default model (SmolLM2-135M), loaded once for all integration tests."""
+    from unirag import UniModel
+
+    return UniModel.load()

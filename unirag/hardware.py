@@ -1,0 +1,44 @@
+"""What this CPU can do fast, so precision defaults follow measurements, not hopes.
+
+bf16 autocast only pays off where the CPU has native bf16 matrix instructions (AMX or
+AVX512-BF16). Without them (e.g. AMD Zen 3 with AVX2 only) PyTorch emulates bf16 and the same
+forward pass gets slower, so "auto" keeps fp32 there. See docs/PERFORMANCE.md.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import torch
+
+
+@functools.cache
+def cpu_flags() -> frozenset[str]:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return frozenset()
+
+
+def cpu_has_fast_bf16() -> bool:
+    flags = cpu_flags()
+    return "amx_bf16" in flags or "avx512_bf16" in flags
+
+
+def resolve_precision(precision: str, device: torch.device) -> torch.dtype | None:
+    """Map "auto" | "fp32" | "bf16" to the autocast dtype (None means plain fp32)."""
+    if precision not in ("auto", "fp32", "bf16"):
+        from .errors import UniragError
+
+        raise UniragError(f"unknown precision {precision!r}; use auto, fp32 or bf16")
+    if precision == "fp32":
+        return None
+    if precision == "bf16":
+        return torch.bfloat16
+    if device.type == "cuda":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else None
+    return torch.bfloat16 if cpu_has_fast_bf16() else None

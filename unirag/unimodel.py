@@ -1,0 +1,260 @@
+"""UniModel: one causal LM in memory that both embeds and generates.
+
+`embed()` runs the decoder stack (no LM head) and pools last-layer hidden states; `generate()`
+runs the same module with its LM head. There is exactly one `torch.nn.Module` and one set of
+weights behind both (tests check the parameter objects are identical).
+
+Pooling (the UniMAE paper's names):
+- eos:  append the tokenizer's EOS, take the hidden state there (the UniMAE embedding)
+- last: the hidden state of the last text token, nothing appended
+- mean: mean over the text tokens
+- echo: feed the text twice, mean over the second copy (Springer et al., "Repetition
+        improves language model embeddings")
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .errors import UniragError
+from .hardware import resolve_precision
+
+POOLINGS = ("eos", "mean", "last", "echo")
+log = logging.getLogger("unirag")
+
+Messages = list[dict[str, str]]
+
+
+@dataclass
+class _Encoded:
+    """One text ready for the model: token ids and the slice of positions to pool over."""
+
+    ids: list[int]
+    pool_start: int
+    pool_end: int
+    truncated: bool
+
+
+class UniModel:
+    """A decoder-only LLM serving sentence embeddings and text generation from one module."""
+
+    def __init__(self, model, tokenizer, name: str, max_length: int = 512,
+                 precision: str = "auto", info: dict | None = None):
+        if tokenizer.eos_token_id is None:
+            raise UniragError(f"the tokenizer of {name} has no EOS token; eos pooling needs one")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.name = name
+        self.info = info or {}
+        self.max_length = max_length
+        self.device = next(model.parameters()).device
+        self.autocast_dtype = resolve_precision(precision, self.device)
+        self.default_pooling = self.info.get("pooling", "eos")
+        self._prefix_ids = tokenizer("", add_special_tokens=True)["input_ids"]  # e.g. [BOS]
+        self._pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        self._lock = threading.Lock()  # one forward pass at a time on the shared weights
+
+    # ------------------------------------------------------------------ loading
+    @classmethod
+    def load(cls, model: str | None = None, adapter: str | None = None, *, merge: bool = True,
+             precision: str = "auto", max_length: int = 512, device: str | None = None,
+             trust_remote_code: bool = False) -> "UniModel":
+        """Load a base model (registry name, local folder or hub id) and an optional adapter."""
+        from .adapters import apply_adapter
+        from .models import DEFAULT_MODEL, load_base
+
+        model_name = model or DEFAULT_MODEL
+        base, tokenizer = load_base(model_name, trust_remote_code=trust_remote_code)
+        info: dict = {}
+        name = model_name
+        if adapter:
+            base, info = apply_adapter(base, adapter, merge=merge)
+            name = f"{model_name}+{info.get('name', adapter)}"
+        if device:
+            base.to(device)
+        return cls(base, tokenizer, name=name, max_length=max_length, precision=precision, info=info)
+
+    @property
+    def context_window(self) -> int:
+        return int(getattr(self.model.config, "max_position_embeddings", 2048))
+
+    def _autocast(self):
+        if self.autocast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.autocast_dtype)
+
+    # ------------------------------------------------------------------ embedding
+    def _encode(self, text: str, pooling: str, instruction_ids: list[int]) -> _Encoded:
+        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        head = self._prefix_ids + instruction_ids
+        budget = self.max_length - len(head) - (1 if pooling == "eos" else 0)
+        if pooling == "echo":
+            budget //= 2
+        if budget < 1:
+            raise UniragError(f"max_length={self.max_length} leaves no room for text after the instruction")
+        truncated = len(ids) > budget
+        ids = ids[:budget]
+        if not ids:  # an empty text still gets one position to pool
+            ids = [self._pad_id] if pooling != "eos" else []
+        if pooling == "eos":
+            full = head + ids + [self.tokenizer.eos_token_id]
+            return _Encoded(full, len(full) - 1, len(full), truncated)
+        if pooling == "last":
+            full = head + ids
+            return _Encoded(full, len(full) - 1, len(full), truncated)
+        if pooling == "mean":
+            full = head + ids
+            return _Encoded(full, len(head), len(full), truncated)
+        full = head + ids + ids  # echo
+        return _Encoded(full, len(head) + len(ids), len(full), truncated)
+
+    def embed(self, texts: str | Sequence[str], pooling: str | None = None, batch_size: int = 32,
+              instruction: str | None = None, normalize: bool = True,
+              show_progress: bool = False) -> np.ndarray:
+        """Embed texts into a float32 array (n, hidden_size); rows are L2-normalised by default."""
+        if isinstance(texts, str):
+            texts = [texts]
+        pooling = pooling or self.default_pooling
+        if pooling not in POOLINGS:
+            raise UniragError(f"unknown pooling {pooling!r}; choose one of {', '.join(POOLINGS)}")
+        if any(not isinstance(t, str) for t in texts):
+            raise UniragError("embed() takes strings")
+        hidden = self.model.config.hidden_size
+        if len(texts) == 0:
+            return np.zeros((0, hidden), dtype=np.float32)
+        instruction_ids = self.tokenizer(instruction, add_special_tokens=False)["input_ids"] if instruction else []
+        encoded = [self._encode(t, pooling, instruction_ids) for t in texts]
+        n_truncated = sum(e.truncated for e in encoded)
+        if n_truncated:
+            log.warning("%d of %d texts were longer than max_length=%d tokens and were truncated",
+                        n_truncated, len(texts), self.max_length)
+        order = sorted(range(len(texts)), key=lambda i: -len(encoded[i].ids))  # less padding
+        out = np.empty((len(texts), hidden), dtype=np.float32)
+        batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+        if show_progress:
+            from tqdm.auto import tqdm
+
+            batches = tqdm(batches, desc="embedding", unit="batch")
+        for batch in batches:
+            vectors = self._embed_batch([encoded[i] for i in batch])
+            out[batch] = vectors
+        if normalize:
+            out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+        return out
+
+    def _embed_batch(self, items: list[_Encoded]) -> np.ndarray:
+        """Right-pad, run the decoder stack without the LM head, pool each row's own slice.
+
+        With causal attention and right padding, padding comes after every real token, so it
+        can never change a real token's hidden state: a text embeds the same alone or batched.
+        """
+        length = max(len(e.ids) for e in items)
+        ids = torch.full((len(items), length), self._pad_id, dtype=torch.long)
+        attention = torch.zeros((len(items), length), dtype=torch.long)
+        pool = torch.zeros((len(items), length), dtype=torch.float32)
+        for row, e in enumerate(items):
+            ids[row, : len(e.ids)] = torch.tensor(e.ids)
+            attention[row, : len(e.ids)] = 1
+            pool[row, e.pool_start:e.pool_end] = 1.0
+        with self._lock, torch.inference_mode(), self._autocast():
+            states = self.hidden_states(ids.to(self.device), attention.to(self.device))
+        states = states.float().cpu()
+        pooled = (states * pool[..., None]).sum(1) / pool.sum(1, keepdim=True)
+        return pooled.numpy()
+
+    def hidden_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Last-layer hidden states (after the final norm) from the decoder, skipping the LM head."""
+        model = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model  # PEFT
+        return model.base_model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+    # ------------------------------------------------------------------ generation
+    def prompt_ids(self, prompt: str | Messages, system: str | None = None) -> list[int]:
+        """Token ids of a prompt, through the chat template when the tokenizer has one."""
+        if isinstance(prompt, str):
+            messages: Messages = [{"role": "user", "content": prompt}]
+        else:
+            messages = list(prompt)
+        if system is not None and not (messages and messages[0].get("role") == "system"):
+            messages = [{"role": "system", "content": system}] + messages
+        if self.tokenizer.chat_template:
+            text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        text = "\n\n".join(m["content"] for m in messages)
+        return self._prefix_ids + self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def _stop_ids(self) -> set[int]:
+        stops = {self.tokenizer.eos_token_id}
+        configured = getattr(self.model.generation_config, "eos_token_id", None)
+        if isinstance(configured, int):
+            stops.add(configured)
+        elif configured:
+            stops.update(configured)
+        return stops
+
+    def generate(self, prompt: str | Messages, max_new_tokens: int = 256, temperature: float = 0.0,
+                 top_p: float = 1.0, stream: bool = False, system: str | None = None,
+                 seed: int | None = None) -> str | Iterator[str]:
+        """Answer a prompt (or chat messages). Greedy when temperature is 0.
+
+        With stream=True, returns an iterator of text pieces as they are decoded.
+        """
+        ids = self.prompt_ids(prompt, system)
+        if len(ids) + max_new_tokens > self.context_window:
+            raise UniragError(
+                f"the prompt has {len(ids)} tokens; with max_new_tokens={max_new_tokens} it exceeds "
+                f"the model's context window of {self.context_window} tokens. Shorten it."
+            )
+        pieces = self._stream_text(ids, max_new_tokens, temperature, top_p, seed)
+        return pieces if stream else "".join(pieces)
+
+    def _stream_text(self, prompt_ids, max_new_tokens, temperature, top_p, seed) -> Iterator[str]:
+        """Decode incrementally; hold back pieces that end inside a multi-byte character."""
+        generated: list[int] = []
+        shown = ""
+        for token_id in self.generate_ids(prompt_ids, max_new_tokens, temperature, top_p, seed):
+            generated.append(token_id)
+            text = self.tokenizer.decode(generated, skip_special_tokens=True)
+            if text.endswith("\ufffd"):
+                continue
+            if len(text) > len(shown):
+                yield text[len(shown):]
+                shown = text
+
+    def generate_ids(self, prompt_ids: list[int], max_new_tokens: int = 256, temperature: float = 0.0,
+                     top_p: float = 1.0, seed: int | None = None) -> Iterator[int]:
+        """Yield new token ids one by one (stop tokens are not yielded)."""
+        from transformers import DynamicCache
+
+        generator = torch.Generator().manual_seed(seed) if seed is not None else None
+        stops = self._stop_ids()
+        cache = DynamicCache(config=self.model.config)
+        step_input = torch.tensor([prompt_ids], device=self.device)
+        for _ in range(max_new_tokens):
+            # Contexts are entered per step, not around the loop: a streaming consumer (e.g. a
+            # web server's thread pool) may resume this generator on another thread, and both
+            # grad mode and the lock must never be held across a yield.
+            with self._lock, torch.inference_mode(), self._autocast():
+                out = self.model(input_ids=step_input, past_key_values=cache, use_cache=True, logits_to_keep=1)
+            next_id = _sample(out.logits[0, -1].float().cpu(), temperature, top_p, generator)
+            if next_id in stops:
+                return
+            yield next_id
+            step_input = torch.tensor([[next_id]], device=self.device)
+
+
+def _sample(logits: torch.Tensor, temperature: float, top_p: float, generator) -> int:
+    if temperature <= 0:
+        return int(logits.argmax())
+    probs = torch.softmax(logits / temperature, dim=-1)
+    if top_p < 1.0:
+        sorted_probs, order = probs.sort(descending=True)
+        keep = sorted_probs.cumsum(0) - sorted_probs < top_p
+        probs = torch.zeros_like(probs).scatter(0, order[keep], sorted_probs[keep])
+    return int(torch.multinomial(probs, 1, generator=generator))
