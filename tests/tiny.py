@@ -44,7 +44,7 @@ def tiny_llama(vocab_size: int = 400, hidden_size: int = 32, seed: int = 0):
     config = LlamaConfig(vocab_size=vocab_size, hidden_size=hidden_size, intermediate_size=2 * hidden_size,
                          num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                          max_position_embeddings=256, eos_token_id=2, bos_token_id=1, pad_token_id=2,
-                         tie_word_embeddings=True)
+                         tie_word_embeddings=True, initializer_range=0.3)  # logits big enough to learn
     return LlamaForCausalLM(config).eval()
 
 

@@ -86,6 +86,44 @@ def generate(
         typer.echo(result)
 
 
+def _parse_overrides(extra: list[str]) -> dict[str, str]:
+    """Turn trailing `--key value` / `--key=value` pairs into config overrides."""
+    overrides, i = {}, 0
+    while i < len(extra):
+        item = extra[i]
+        if not item.startswith("--"):
+            raise UniragError(f"unexpected argument {item!r}; overrides look like --key value")
+        key = item[2:]
+        if "=" in key:
+            key, value = key.split("=", 1)
+        elif i + 1 < len(extra) and not extra[i + 1].startswith("--"):
+            value, i = extra[i + 1], i + 1
+        else:
+            value = "true"
+        overrides[key.replace("-", "_")] = value
+        i += 1
+    return overrides
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def train(
+    ctx: typer.Context,
+    data: Annotated[Path, typer.Option(help="A .txt (one document per line), .jsonl with `text`, a folder of .txt/.md, or a saved dataset.")],
+    output: Annotated[Path, typer.Option(help="Folder for the adapter (checkpoints go in OUTPUT/checkpoints).")],
+    recipe: Annotated[str, typer.Option(help="A name in train/recipes (paper, cpu-quick, simcse, domain) or a YAML path.")] = "paper",
+    model: ModelOpt = "smollm2-135m",
+    init_adapter: Annotated[Optional[str], typer.Option(help="Continue from this adapter (e.g. SimCSE after UniMAE).")] = None,
+    resume: Annotated[bool, typer.Option(help="Continue from the last checkpoint in OUTPUT.")] = False,
+):
+    """Train a UniMAE / SimCSE adapter. Extra `--key value` pairs override the recipe (e.g. --steps 50)."""
+    from .training.config import load_config
+    from .training.trainer import train as run_training
+
+    config = load_config(recipe, _parse_overrides(ctx.args))
+    out = run_training(config, model, str(data), str(output), resume=resume, init_adapter=init_adapter)
+    typer.echo(f"unirag: adapter written to {out}")
+
+
 DEMO_PASSAGES = [
     "unirag loads one decoder-only Llama model and uses it both to embed text for search and to write answers.",
     "UniMAE trains a LoRA adapter so that the hidden state at an appended EOS token becomes a sentence embedding.",

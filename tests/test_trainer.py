@@ -1,0 +1,123 @@
+"""The trainer on a tiny random Llama: losses fall, resume is exact, outputs reload."""
+
+import json
+
+import numpy as np
+import pytest
+from safetensors.torch import load_file
+
+from unirag import UniModel, UniragError
+from unirag.training.config import load_config
+from unirag.training.data import choose_mask_token, load_texts
+from unirag.training.trainer import train
+
+CORPUS_LINES = ["The cat sat on the mat near the door.", "A dog ran in the park all day long.",
+                "Paris is the capital of France and a big city.", "Rust has ownership and borrowing rules.",
+                "Loops can return values with break in Rust.", "Embeddings map text to vectors of numbers."]
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    path = tmp_path / "corpus.txt"
+    path.write_text("\n".join(CORPUS_LINES * 4) + "\n")
+    return path
+
+
+def run(model_dir, corpus, out, **overrides):
+    config = load_config("test-tiny", {k: str(v) for k, v in overrides.items()})
+    return train(config, str(model_dir), str(corpus), str(out))
+
+
+def test_losses_fall_on_a_repeated_corpus(tiny_model_dir, corpus, tmp_path):
+    out = run(tiny_model_dir, corpus, tmp_path / "a", steps=40, save_steps=100, lr="1e-2")
+    history = json.loads((out / "checkpoints" / "checkpoint-40" / "trainer_state.json").read_text())["log_history"]
+    steps = [h for h in history if "loss_mar" in h]
+    first, last = steps[:3], steps[-3:]
+    for key in ("loss_mar", "loss_mrc"):
+        assert np.mean([h[key] for h in last]) < 0.85 * np.mean([h[key] for h in first]), key
+
+
+def test_output_is_a_peft_adapter_that_changes_embeddings(tiny_model_dir, corpus, tmp_path):
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    out = run(tiny_model_dir, corpus, tmp_path / "adapter")
+    info = json.loads((out / "unirag.json").read_text())
+    assert info["pooling"] == "eos" and info["mask_token"] and info["config"]["objective"] == "unimae"
+    weights = load_file(out / "adapter_model.safetensors")
+    assert weights and not any("decoder" in k for k in weights)  # the tiny decoder is not shipped
+    assert "README.md" in {p.name for p in out.iterdir()}
+    PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_model_dir), str(out))  # plain PEFT loads it
+    base = UniModel.load(str(tiny_model_dir), precision="fp32").embed(CORPUS_LINES)
+    adapted = UniModel.load(str(tiny_model_dir), str(out), precision="fp32").embed(CORPUS_LINES)
+    assert not np.allclose(base, adapted, atol=1e-4)
+
+
+def test_resume_equals_uninterrupted(tiny_model_dir, corpus, tmp_path):
+    whole = run(tiny_model_dir, corpus, tmp_path / "whole")
+    part = run(tiny_model_dir, corpus, tmp_path / "part", steps=3)  # stops at step 3 with a checkpoint
+    config = load_config("test-tiny")
+    config.steps = 6
+    # continue the same run from its step-3 checkpoint, as `--resume` does
+    resumed = train(config, str(tiny_model_dir), str(corpus), str(part), resume=True)
+    a, b = load_file(whole / "adapter_model.safetensors"), load_file(resumed / "adapter_model.safetensors")
+    assert a.keys() == b.keys()
+    for key in a:
+        np.testing.assert_allclose(a[key].numpy(), b[key].numpy(), atol=1e-5, err_msg=key)
+
+
+def test_existing_checkpoints_need_resume(tiny_model_dir, corpus, tmp_path):
+    out = run(tiny_model_dir, corpus, tmp_path / "x", steps=3)
+    with pytest.raises(UniragError, match="--resume"):
+        run(tiny_model_dir, corpus, out, steps=3)
+    with pytest.raises(UniragError, match="nothing to resume"):
+        train(load_config("test-tiny"), str(tiny_model_dir), str(corpus), str(tmp_path / "new"), resume=True)
+
+
+def test_simcse_continues_from_an_adapter(tiny_model_dir, corpus, tmp_path):
+    first = run(tiny_model_dir, corpus, tmp_path / "unimae", steps=3)
+    config = load_config("test-tiny", {"objective": "simcse", "steps": "3", "lora_dropout": "0.1"})
+    out = train(config, str(tiny_model_dir), str(corpus), str(tmp_path / "simcse"), init_adapter=str(first))
+    assert json.loads((out / "unirag.json").read_text())["objective"] == "simcse"
+    assert not np.allclose(load_file(first / "adapter_model.safetensors")["base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight"].numpy(),
+                           load_file(out / "adapter_model.safetensors")["base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight"].numpy())
+
+
+def test_config_errors():
+    with pytest.raises(UniragError, match="unknown recipe"):
+        load_config("no-such-recipe")
+    with pytest.raises(UniragError, match="unknown training option"):
+        load_config("paper", {"stepz": "3"})
+    with pytest.raises(UniragError, match="takes a int"):
+        load_config("paper", {"steps": "many"})
+    with pytest.raises(UniragError, match="between 0 and 1"):
+        load_config("paper", {"p_mar": "1.5"})
+    assert load_config("paper").p_mar == 0.5 and load_config("paper").alpha == 0.1
+
+
+def test_data_inputs(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("# Title\n\nFirst paragraph.\n\nSecond paragraph.\n")
+    assert len(load_texts(tmp_path / "docs")) == 1
+    (tmp_path / "d.jsonl").write_text('{"text": "one"}\n{"text": "two"}\n')
+    assert load_texts(tmp_path / "d.jsonl")["text"] == ["one", "two"]
+    (tmp_path / "bad.jsonl").write_text('{"body": "one"}\n')
+    with pytest.raises(UniragError, match="no `text` field"):
+        load_texts(tmp_path / "bad.jsonl")
+    with pytest.raises(UniragError, match="does not exist"):
+        load_texts(tmp_path / "missing.txt")
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "x.txt").write_bytes(b"\xff\xfe\x00bad")
+    with pytest.raises(UniragError, match="not UTF-8"):
+        load_texts(tmp_path / "bin")
+
+
+def test_mask_token_choice():
+    from tiny import tiny_tokenizer
+
+    tok = tiny_tokenizer()
+    assert choose_mask_token(tok) == ("<|endoftext|>", tok.get_vocab()["<|endoftext|>"])
+    with pytest.raises(UniragError, match="differ from EOS"):
+        choose_mask_token(tok, "<|im_end|>")
+    with pytest.raises(UniragError, match="not in the tokenizer"):
+        choose_mask_token(tok, "<mask>")

@@ -1,0 +1,117 @@
+"""Every training knob in one dataclass. Defaults equal the UniMAE paper; recipes only override.
+
+Recipes are YAML files in `train/recipes/` (e.g. `cpu-quick.yaml`) holding a subset of these
+fields; `--key value` on the command line overrides a recipe.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import UniragError
+
+RECIPES_DIR = Path(__file__).resolve().parents[2] / "train" / "recipes"
+OBJECTIVES = ("unimae", "simcse", "gem")
+ALL_LINEAR = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+@dataclass
+class TrainConfig:
+    objective: str = "unimae"          # unimae (MAR + MRC) | simcse | gem
+    # optimisation (paper: lr 1e-4 constant, 100 steps, global batch 32, length 512)
+    steps: int = 100
+    batch_size: int = 32               # global batch = micro_batch_size * accumulation * devices
+    micro_batch_size: int = 8
+    lr: float = 1e-4
+    lr_schedule: str = "constant"
+    warmup_steps: int = 0
+    weight_decay: float = 0.0
+    max_grad_norm: float = 1.0
+    max_length: int = 512
+    min_tokens: int = 8                # shorter documents are dropped
+    seed: int = 42
+    precision: str = "auto"            # auto | fp32 | bf16 (auto: bf16 where the hardware is fast at it)
+    # adapter (paper: LoRA r=16, alpha=32 on attention and MLP)
+    full_finetune: bool = False        # domain post-training may train all weights instead
+    lora_r: int = 16
+    lora_alpha: int = 32
+    lora_dropout: float = 0.05
+    lora_targets: list[str] = field(default_factory=lambda: list(ALL_LINEAR))
+    # UniMAE: L = alpha * L_MAR + L_MRC
+    alpha: float = 0.1
+    p_mar: float = 0.5
+    p_mrc: float = 0.5
+    mask_token: str = "auto"           # a token string, or auto: see data.choose_mask_token
+    decoder_layers: int = 1
+    decoder_heads: int = 0             # 0: the LLM's number of attention heads
+    # SimCSE (run after UniMAE, from its adapter)
+    temperature: float = 0.05
+    # GEM
+    gem_tokens: int = 1
+    gem_contrastive: float = 0.0       # weight of an optional SimCSE term on the summary state
+    # bookkeeping
+    save_steps: int = 25
+    logging_steps: int = 1
+    recipe: str = "paper"
+
+    @property
+    def accumulation(self) -> int:
+        return max(1, self.batch_size // self.micro_batch_size)
+
+    def validate(self) -> "TrainConfig":
+        if self.objective not in OBJECTIVES:
+            raise UniragError(f"unknown objective {self.objective!r}; choose {', '.join(OBJECTIVES)}")
+        if self.batch_size % self.micro_batch_size:
+            raise UniragError("batch_size must be a multiple of micro_batch_size")
+        for name in ("p_mar", "p_mrc"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise UniragError(f"{name} must be between 0 and 1")
+        if self.steps < 1 or self.max_length < 8:
+            raise UniragError("steps must be >= 1 and max_length >= 8")
+        return self
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _coerce(name: str, value, current):
+    """Turn a command-line string (or YAML value) into the field's type."""
+    if isinstance(current, bool):
+        if isinstance(value, bool):
+            return value
+        if str(value).lower() in ("1", "true", "yes", "on"):
+            return True
+        if str(value).lower() in ("0", "false", "no", "off"):
+            return False
+        raise UniragError(f"{name} takes true or false, not {value!r}")
+    if isinstance(current, list):
+        return value if isinstance(value, list) else [v for v in str(value).split(",") if v]
+    try:
+        return type(current)(value)
+    except (TypeError, ValueError):
+        raise UniragError(f"{name} takes a {type(current).__name__}, not {value!r}") from None
+
+
+def load_config(recipe: str = "paper", overrides: dict | None = None) -> TrainConfig:
+    """A recipe (name in train/recipes or a YAML path) plus overrides, validated."""
+    import yaml
+
+    path = Path(recipe)
+    if not path.suffix:
+        path = RECIPES_DIR / f"{recipe}.yaml"
+    if not path.is_file():
+        known = ", ".join(sorted(p.stem for p in RECIPES_DIR.glob("*.yaml")))
+        raise UniragError(f"unknown recipe {recipe!r}; known recipes: {known}")
+    values = yaml.safe_load(path.read_text()) or {}
+    values.setdefault("recipe", path.stem)
+    values.update(overrides or {})
+    config = TrainConfig()
+    fields = {f.name for f in dataclasses.fields(TrainConfig)}
+    for key, value in values.items():
+        key = key.replace("-", "_")
+        if key not in fields:
+            raise UniragError(f"unknown training option {key!r}")
+        setattr(config, key, _coerce(key, value, getattr(config, key)))
+    return config.validate()

@@ -1,0 +1,123 @@
+"""Training text in, tokenised examples out (via `datasets`, so big corpora stay on disk).
+
+Accepted inputs: a .txt file (one document per line), a .jsonl file with a `text` field, a
+folder of .txt/.md files (split into passages at blank lines), or a folder saved with
+`datasets.Dataset.save_to_disk`. Every example is truncated to `max_length - 1` tokens and gets
+the tokenizer's EOS appended: UniMAE's embedding is the hidden state at that EOS.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from ..errors import UniragError
+
+PASSAGE_CHARS = 2000  # folder documents are cut into passages of about this many characters
+
+
+def _passages(text: str) -> list[str]:
+    """Group blank-line-separated paragraphs into passages of about PASSAGE_CHARS."""
+    passages, current = [], ""
+    for paragraph in (p.strip() for p in text.split("\n\n")):
+        if not paragraph:
+            continue
+        if current and len(current) + len(paragraph) > PASSAGE_CHARS:
+            passages.append(current)
+            current = ""
+        current = f"{current}\n\n{paragraph}" if current else paragraph
+    if current:
+        passages.append(current)
+    return passages
+
+
+def load_texts(path: str | Path):
+    """Return a `datasets.Dataset` with one `text` column."""
+    import datasets
+
+    path = Path(path).expanduser()
+    if not path.exists():
+        raise UniragError(f"training data {path} does not exist")
+    if path.is_dir() and (path / "dataset_info.json").is_file():
+        dataset = datasets.load_from_disk(str(path))
+        if isinstance(dataset, datasets.DatasetDict):
+            dataset = dataset["train"] if "train" in dataset else next(iter(dataset.values()))
+    elif path.is_dir():
+        files = sorted(p for p in path.rglob("*") if p.suffix in (".txt", ".md") and p.is_file())
+        if not files:
+            raise UniragError(f"{path} holds no .txt or .md files")
+        rows = []
+        for file in files:
+            try:
+                rows += _passages(file.read_text(encoding="utf-8"))
+            except UnicodeDecodeError:
+                raise UniragError(f"{file} is not UTF-8 text") from None
+        dataset = datasets.Dataset.from_dict({"text": rows})
+    elif path.suffix == ".jsonl":
+        dataset = datasets.load_dataset("json", data_files=str(path), split="train")
+    elif path.suffix in (".txt", ".md", ""):
+        dataset = datasets.load_dataset("text", data_files=str(path), split="train")
+    else:
+        raise UniragError(f"cannot read {path}: use .txt, .jsonl, a folder of .txt/.md, or a saved dataset")
+    if "text" not in dataset.column_names:
+        raise UniragError(f"{path} has no `text` field (columns: {', '.join(dataset.column_names)})")
+    return dataset.select_columns(["text"])
+
+
+def tokenize(dataset, tokenizer, max_length: int, min_tokens: int = 8):
+    """Tokenise, truncate, append EOS, drop documents that are too short to be useful."""
+    eos = tokenizer.eos_token_id
+    prefix = tokenizer("", add_special_tokens=True)["input_ids"]  # e.g. BOS for Llama-3
+
+    def encode(batch):
+        ids = tokenizer(batch["text"], add_special_tokens=False)["input_ids"]
+        budget = max_length - 1 - len(prefix)
+        return {"input_ids": [prefix + row[:budget] + [eos] for row in ids]}
+
+    dataset = dataset.filter(lambda b: [bool(t and t.strip()) for t in b["text"]], batched=True)
+    dataset = dataset.map(encode, batched=True, remove_columns=["text"], desc="tokenising")
+    dataset = dataset.filter(lambda b: [len(r) >= min_tokens for r in b["input_ids"]], batched=True)
+    if len(dataset) == 0:
+        raise UniragError(f"no training document has at least {min_tokens} tokens")
+    return dataset
+
+
+class PadCollator:
+    """Right-pad a list of examples; attention_mask marks real tokens."""
+
+    def __init__(self, pad_id: int):
+        self.pad_id = pad_id
+
+    def __call__(self, examples: list[dict]) -> dict[str, torch.Tensor]:
+        length = max(len(e["input_ids"]) for e in examples)
+        ids = torch.full((len(examples), length), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(examples), length), dtype=torch.long)
+        for row, e in enumerate(examples):
+            ids[row, : len(e["input_ids"])] = torch.tensor(e["input_ids"])
+            mask[row, : len(e["input_ids"])] = 1
+        return {"input_ids": ids, "attention_mask": mask}
+
+
+def choose_mask_token(tokenizer, requested: str = "auto") -> tuple[str, int]:
+    """Pick the MAR mask token. Llama tokenizers have none, so this is a deliberate choice:
+
+    1. the tokenizer's own mask token, if any;
+    2. a reserved special token (Llama-3: `<|reserved_special_token_0|>`), never used in text;
+    3. `<|endoftext|>` (SmolLM2): a trained separator that does not occur inside documents;
+    4. the unknown token.
+    EOS is never used: the EOS position carries the embedding.
+    """
+    vocab = tokenizer.get_vocab()
+    if requested != "auto":
+        if requested not in vocab:
+            raise UniragError(f"mask token {requested!r} is not in the tokenizer's vocabulary")
+        token = requested
+    else:
+        candidates = [tokenizer.mask_token, "<|reserved_special_token_0|>", "<|endoftext|>", tokenizer.unk_token]
+        token = next((t for t in candidates if t and t in vocab and t != tokenizer.eos_token), None)
+        if token is None:
+            raise UniragError("the tokenizer has no usable mask token; pass --mask-token TOKEN")
+    if token == tokenizer.eos_token:
+        raise UniragError("the mask token must differ from EOS (the EOS state is the embedding)")
+    return token, vocab[token]

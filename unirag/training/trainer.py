@@ -1,0 +1,281 @@
+"""The UniMAE trainer: a Hugging Face `Trainer` computing the joint loss.
+
+Built on `transformers.Trainer` so that the same code runs on one CPU, on a GPU, and data-parallel
+under `accelerate launch` / `torchrun` (FSDP included), with its checkpointing and resume.
+
+What is trained is `UniMAEModule`: the LLM (with LoRA, or all weights) plus the objective's
+training-only parts (the MRC tiny decoder). Checkpoints hold every trainable tensor, the tiny
+decoder included, so `--resume` continues exactly; the final output is a plain PEFT adapter
+folder (no tiny decoder) with `unirag.json` and a model card.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+from transformers import Trainer, TrainerCallback, TrainingArguments
+
+from ..adapters import UNIRAG_JSON, base_fingerprint
+from ..errors import UniragError
+from .config import TrainConfig
+from .objectives import TinyDecoder, eos_hidden, mar_corrupt, mar_loss, mrc_loss, simcse_loss
+
+CHECKPOINTS = "checkpoints"
+TRAINABLE_FILE = "model.safetensors"  # the name Trainer looks for when resuming
+
+
+class UniMAEModule(nn.Module):
+    """LLM + training-only heads; forward returns the loss and its parts."""
+
+    def __init__(self, llm, config: TrainConfig, mask_token_id: int):
+        super().__init__()
+        self.llm = llm
+        self.config = config
+        self.mask_token_id = mask_token_id
+        causal_lm = self.causal_lm
+        hidden = causal_lm.config.hidden_size
+        self.decoder = None
+        if config.objective == "unimae":
+            heads = config.decoder_heads or causal_lm.config.num_attention_heads
+            self.decoder = TinyDecoder(hidden, causal_lm.config.vocab_size, heads, config.max_length,
+                                       num_layers=config.decoder_layers,
+                                       lm_head_weight=causal_lm.get_output_embeddings().weight)
+
+    @property
+    def causal_lm(self):
+        """The *ForCausalLM module (LoRA layers injected in place when PEFT wraps it)."""
+        return self.llm.get_base_model() if hasattr(self.llm, "get_base_model") else self.llm
+
+    def hidden(self, input_ids, attention_mask):
+        """Last-layer hidden states after the final norm: exactly what UniModel.embed pools."""
+        return self.causal_lm.base_model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+    def forward(self, input_ids, attention_mask, seed: int):
+        generator = torch.Generator(device=input_ids.device).manual_seed(seed)
+        if self.config.objective == "simcse":
+            # two passes = two dropout masks (LoRA dropout); positives on the diagonal
+            a = eos_hidden(self.hidden(input_ids, attention_mask), attention_mask)
+            b = eos_hidden(self.hidden(input_ids, attention_mask), attention_mask)
+            loss = simcse_loss(a, b, self.config.temperature)
+            return {"loss": loss, "simcse": loss.detach()}
+        if self.config.objective != "unimae":
+            raise UniragError(f"objective {self.config.objective!r} is not implemented in this trainer yet")
+        corrupted, _ = mar_corrupt(input_ids, attention_mask, self.mask_token_id, self.config.p_mar,
+                                   generator=generator)
+        states = self.hidden(corrupted, attention_mask)
+        parts = {}
+        loss = torch.zeros((), device=input_ids.device)
+        if self.config.alpha > 0:
+            logits = self.causal_lm.get_output_embeddings()(states)
+            parts["mar"] = mar_loss(logits, input_ids, attention_mask)
+            loss = loss + self.config.alpha * parts["mar"]
+        h_eos = eos_hidden(states, attention_mask)
+        token_embeds = self.causal_lm.get_input_embeddings()(input_ids).detach()
+        logits = self.decoder(h_eos, token_embeds, attention_mask, self.config.p_mrc, generator)
+        parts["mrc"] = mrc_loss(logits, input_ids, attention_mask)
+        loss = loss + parts["mrc"]
+        return {"loss": loss, **{k: v.detach() for k, v in parts.items()}}
+
+
+class StopOnSignal(TrainerCallback):
+    """Ctrl-C (SIGINT) or SIGTERM: finish the current step, save a checkpoint, stop cleanly.
+
+    A second Ctrl-C interrupts at once, as usual.
+    """
+
+    def __init__(self):
+        self.requested = False
+
+    def request(self, *_):
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        print("\nunirag: stopping after this step and saving a checkpoint (Ctrl-C again to abort)")
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.requested:
+            control.should_save = True
+            control.should_training_stop = True
+        return control
+
+
+class UniMAETrainer(Trainer):
+    """Trainer with the joint loss, deterministic per-step masking and small checkpoints."""
+
+    def __init__(self, *args, unirag_meta: dict, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.unirag_meta = unirag_meta
+        self._seed_step, self._micro = -1, 0
+        self._parts: dict[str, list[float]] = {}
+
+    def _next_seed(self) -> int:
+        """Masks depend only on (seed, step, micro-batch, rank), so a resumed run draws the same."""
+        step = self.state.global_step
+        if step != self._seed_step:
+            self._seed_step, self._micro = step, 0
+        self._micro += 1
+        return (self.args.seed * 1_000_003 + step * 10_007 + self._micro * 101 + self.args.process_index) % (2**63)
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        out = model(inputs["input_ids"], inputs["attention_mask"], seed=self._next_seed())
+        for key, value in out.items():
+            if key != "loss":
+                self._parts.setdefault(key, []).append(float(value))
+        return (out["loss"], out) if return_outputs else out["loss"]
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        if "loss" in logs:
+            for key, values in self._parts.items():
+                if values:
+                    logs[f"loss_{key}"] = round(sum(values) / len(values), 4)
+            self._parts = {}
+        super().log(logs, start_time)
+
+    def _load_from_checkpoint(self, resume_from_checkpoint: str, model=None) -> None:
+        """Load the trainable tensors back; the frozen base weights come from the base model."""
+        from safetensors.torch import load_file
+
+        model = model or self.model
+        path = Path(resume_from_checkpoint) / TRAINABLE_FILE
+        if not path.is_file():
+            raise UniragError(f"checkpoint {resume_from_checkpoint} is incomplete ({TRAINABLE_FILE} missing)")
+        result = model.load_state_dict(load_file(str(path)), strict=False)
+        trainable = {n for n, p in model.named_parameters() if p.requires_grad}
+        if result.unexpected_keys or trainable & set(result.missing_keys):
+            raise UniragError(f"checkpoint {resume_from_checkpoint} does not match this model and recipe")
+
+    def _save(self, output_dir: str | None = None, state_dict=None) -> None:
+        """Checkpoint = every trainable tensor (LoRA + tiny decoder) in safetensors + metadata."""
+        from safetensors.torch import save_file
+
+        output_dir = Path(output_dir or self.args.output_dir)
+        output_dir.mkdir(parents=True, exist_ok=True)
+        model = self.accelerator.unwrap_model(self.model)
+        tensors = {n: p.detach().cpu().contiguous() for n, p in model.named_parameters() if p.requires_grad}
+        save_file(tensors, str(output_dir / TRAINABLE_FILE), metadata={"format": "pt"})
+        (output_dir / UNIRAG_JSON).write_text(json.dumps(self.unirag_meta, indent=2))
+
+
+def build_llm(base, config: TrainConfig, init_adapter: str | None = None):
+    """Wrap the base model for training: LoRA (fresh or continued) or all weights."""
+    from peft import LoraConfig, PeftModel, get_peft_model
+
+    if config.full_finetune:
+        for p in base.parameters():
+            p.requires_grad_(True)
+        return base
+    if init_adapter:
+        return PeftModel.from_pretrained(base, init_adapter, is_trainable=True)
+    lora = LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
+                      target_modules=config.lora_targets, task_type="CAUSAL_LM")
+    return get_peft_model(base, lora)
+
+
+def write_output(module: UniMAEModule, tokenizer, out_dir: Path, meta: dict) -> None:
+    """Write the final adapter (or full model) atomically: a temp folder renamed into place."""
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        module.llm.save_pretrained(tmp, safe_serialization=True)
+        if module.config.full_finetune:
+            tokenizer.save_pretrained(tmp)
+        (tmp / UNIRAG_JSON).write_text(json.dumps(meta, indent=2))
+        (tmp / "README.md").write_text(model_card(meta))
+        checkpoints = out_dir / CHECKPOINTS
+        if checkpoints.exists():
+            os.replace(checkpoints, tmp / CHECKPOINTS)  # keep them with the result
+        backup = out_dir.with_name(f".{out_dir.name}.old")
+        if out_dir.exists():
+            os.replace(out_dir, backup)
+        os.replace(tmp, out_dir)
+        shutil.rmtree(backup, ignore_errors=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def model_card(meta: dict) -> str:
+    cfg = meta["config"]
+    lines = [
+        f"# {meta['name']}",
+        "",
+        f"A unirag {cfg['objective']} adapter for `{meta['base_model']}`: EOS pooling "
+        f"(`{meta['pooling']}`) gives sentence embeddings; generation is kept.",
+        "",
+        f"- recipe: `{cfg['recipe']}`; steps {cfg['steps']}, batch {cfg['batch_size']}, lr {cfg['lr']}, "
+        f"max length {cfg['max_length']}, seed {cfg['seed']}",
+        f"- objective: alpha {cfg['alpha']}, p_mar {cfg['p_mar']}, p_mrc {cfg['p_mrc']}, "
+        f"mask token `{meta['mask_token']}`",
+        f"- data: `{meta['data']}` ({meta['examples']} examples)",
+        f"- final losses: {json.dumps(meta.get('final_losses', {}))}",
+        f"- training time: {meta.get('train_seconds', 0):.0f} s",
+        "",
+        "Load it with `unirag.load(adapter=PATH)` or `PeftModel.from_pretrained(base, PATH)`.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def train(config: TrainConfig, model: str, data: str, output: str, resume: bool = False,
+          init_adapter: str | None = None, keep_checkpoints: bool = True) -> Path:
+    """Run one training job and return the output folder."""
+    from ..hardware import resolve_precision
+    from ..models import load_base
+    from .data import PadCollator, choose_mask_token, load_texts, tokenize
+
+    out_dir = Path(output).expanduser()
+    ckpt_dir = out_dir / CHECKPOINTS
+    if resume and not ckpt_dir.is_dir():
+        raise UniragError(f"nothing to resume: {ckpt_dir} does not exist")
+    if not resume and ckpt_dir.is_dir() and any(ckpt_dir.glob("checkpoint-*")):
+        raise UniragError(f"{out_dir} already has checkpoints; pass --resume to continue, or pick a new --output")
+
+    torch.manual_seed(config.seed)
+    base, tokenizer = load_base(model)
+    mask_token, mask_id = choose_mask_token(tokenizer, config.mask_token)
+    dataset = tokenize(load_texts(data), tokenizer, config.max_length, config.min_tokens)
+    module = UniMAEModule(build_llm(base, config, init_adapter), config, mask_id)
+
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    bf16 = resolve_precision(config.precision, device) is torch.bfloat16
+    args = TrainingArguments(
+        output_dir=str(ckpt_dir), max_steps=config.steps, per_device_train_batch_size=config.micro_batch_size,
+        gradient_accumulation_steps=config.accumulation, learning_rate=config.lr,
+        lr_scheduler_type=config.lr_schedule, warmup_steps=config.warmup_steps, weight_decay=config.weight_decay,
+        max_grad_norm=config.max_grad_norm, logging_steps=config.logging_steps, save_steps=config.save_steps,
+        save_total_limit=2, seed=config.seed, bf16=bf16, report_to="none", remove_unused_columns=False,
+        dataloader_pin_memory=False, use_cpu=device.type == "cpu", ddp_find_unused_parameters=False,
+    )
+    meta = {
+        "name": out_dir.name, "format": "unirag-adapter/1", "pooling": "eos", "objective": config.objective,
+        "base_model": model, "base": base_fingerprint(base.config), "mask_token": mask_token,
+        "mask_token_id": mask_id, "data": str(data), "examples": len(dataset), "config": config.to_dict(),
+    }
+    stopper = StopOnSignal()
+    trainer = UniMAETrainer(model=module, args=args, train_dataset=dataset,
+                            data_collator=PadCollator(tokenizer.pad_token_id or tokenizer.eos_token_id),
+                            callbacks=[stopper], unirag_meta=meta)
+    previous = {s: signal.signal(s, stopper.request) for s in (signal.SIGINT, signal.SIGTERM)}
+    started = time.time()
+    try:
+        trainer.train(resume_from_checkpoint=bool(resume))
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    if stopper.requested:
+        raise UniragError(f"training stopped at step {trainer.state.global_step}; "
+                          f"continue with the same command plus --resume")
+    losses = [h for h in trainer.state.log_history if "loss" in h]
+    meta["final_losses"] = {k: v for k, v in losses[-1].items() if k.startswith("loss")} if losses else {}
+    meta["train_seconds"] = round(time.time() - started, 1)
+    meta["steps_done"] = trainer.state.global_step
+    write_output(module, tokenizer, out_dir, meta)
+    if not keep_checkpoints:
+        shutil.rmtree(out_dir / CHECKPOINTS, ignore_errors=True)
+    return out_dir
