@@ -43,3 +43,20 @@ def test_user_errors_are_one_line_without_traceback(tmp_path):
     assert "Traceback" not in result.stderr
     result = run_cli("embed", "x", "--no-such-option")
     assert result.returncode == 2 and "Traceback" not in result.stderr
+
+
+def test_export_merged_loads_as_plain_model(tiny_model_dir, tmp_path):
+    from test_loading import make_adapter
+
+    from unirag import UniModel
+
+    adapter = make_adapter(tiny_model_dir, tmp_path / "adapter")
+    out = tmp_path / "merged"
+    result = runner.invoke(app, ["export", "--merged", str(out), "--model", str(tiny_model_dir), "--adapter", str(adapter)])
+    assert result.exit_code == 0, result.output
+    assert (out / "model.safetensors").is_file() and (out / "SERVING.md").is_file()
+    merged = UniModel.load(str(out), precision="fp32").embed(["A dog ran."])
+    direct = UniModel.load(str(tiny_model_dir), str(adapter), precision="fp32").embed(["A dog ran."])
+    np.testing.assert_allclose(merged, direct, atol=1e-5)
+    again = runner.invoke(app, ["export", "--merged", str(out), "--model", str(tiny_model_dir)])
+    assert again.exit_code != 0

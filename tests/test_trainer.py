@@ -121,3 +121,14 @@ def test_mask_token_choice():
         choose_mask_token(tok, "<|im_end|>")
     with pytest.raises(UniragError, match="not in the tokenizer"):
         choose_mask_token(tok, "<mask>")
+
+
+def test_gem_objective_trains_and_embeds_at_the_summary_token(tiny_model_dir, corpus, tmp_path):
+    out = run(tiny_model_dir, corpus, tmp_path / "gem", objective="gem", steps=4, gem_contrastive=0.5)
+    info = json.loads((out / "unirag.json").read_text())
+    assert info["objective"] == "gem" and info["summary_tokens"] == ["<|summary|>"]
+    history = json.loads((out / "checkpoints" / "checkpoint-3" / "trainer_state.json").read_text())["log_history"]
+    assert any("loss_gem_lm" in h and "loss_gem_simcse" in h for h in history)
+    model = UniModel.load(str(tiny_model_dir), str(out), precision="fp32")
+    assert model.embed_suffix_ids == info["embed_suffix_ids"]
+    assert model.embed(CORPUS_LINES).shape == (len(CORPUS_LINES), 32)

@@ -15,6 +15,7 @@ from typing import Annotated, Optional
 import typer
 
 from .errors import UniragError
+from .evaluation.cli import eval_app
 
 app = typer.Typer(
     name="unirag",
@@ -27,6 +28,7 @@ app = typer.Typer(
 ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Registry name, local HF folder or hub id.")]
 AdapterOpt = Annotated[Optional[str], typer.Option("--adapter", "-a", help="PEFT adapter folder to apply.")]
 PrecisionOpt = Annotated[str, typer.Option(help="auto (bf16 only where the CPU has AMX/AVX512-BF16), fp32 or bf16.")]
+app.add_typer(eval_app, name="eval")
 
 
 def _load(model: str, adapter: Optional[str], precision: str = "auto", max_length: int = 512):
@@ -122,6 +124,19 @@ def train(
     config = load_config(recipe, _parse_overrides(ctx.args))
     out = run_training(config, model, str(data), str(output), resume=resume, init_adapter=init_adapter)
     typer.echo(f"unirag: adapter written to {out}")
+
+
+@app.command()
+def export(
+    merged: Annotated[Path, typer.Option(help="New folder for the merged Hugging Face model.")],
+    model: ModelOpt = "smollm2-135m",
+    adapter: AdapterOpt = None,
+):
+    """Merge an adapter into the base weights and save a plain HF model folder (safetensors)."""
+    from .export import export_merged
+
+    out = export_merged(_load(model, adapter), merged)
+    typer.echo(f"unirag: merged model written to {out} (see {out / 'SERVING.md'})")
 
 
 DEMO_PASSAGES = [

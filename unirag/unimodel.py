@@ -57,6 +57,8 @@ class UniModel:
         self.device = next(model.parameters()).device
         self.autocast_dtype = resolve_precision(precision, self.device)
         self.default_pooling = self.info.get("pooling", "eos")
+        # what "eos" pooling appends: the EOS token, or a GEM adapter's summary token(s)
+        self.embed_suffix_ids = list(self.info.get("embed_suffix_ids") or [tokenizer.eos_token_id])
         self._prefix_ids = tokenizer("", add_special_tokens=True)["input_ids"]  # e.g. [BOS]
         self._pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self._lock = threading.Lock()  # one forward pass at a time on the shared weights
@@ -94,7 +96,7 @@ class UniModel:
     def _encode(self, text: str, pooling: str, instruction_ids: list[int]) -> _Encoded:
         ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
         head = self._prefix_ids + instruction_ids
-        budget = self.max_length - len(head) - (1 if pooling == "eos" else 0)
+        budget = self.max_length - len(head) - (len(self.embed_suffix_ids) if pooling == "eos" else 0)
         if pooling == "echo":
             budget //= 2
         if budget < 1:
@@ -104,7 +106,7 @@ class UniModel:
         if not ids:  # an empty text still gets one position to pool
             ids = [self._pad_id] if pooling != "eos" else []
         if pooling == "eos":
-            full = head + ids + [self.tokenizer.eos_token_id]
+            full = head + ids + self.embed_suffix_ids
             return _Encoded(full, len(full) - 1, len(full), truncated)
         if pooling == "last":
             full = head + ids

@@ -121,3 +121,23 @@ def choose_mask_token(tokenizer, requested: str = "auto") -> tuple[str, int]:
     if token == tokenizer.eos_token:
         raise UniragError("the mask token must differ from EOS (the EOS state is the embedding)")
     return token, vocab[token]
+
+
+def choose_summary_tokens(tokenizer, k: int, avoid: set[int] = frozenset()) -> tuple[list[str], list[int]]:
+    """GEM's summary tokens: k special tokens that never occur in ordinary text.
+
+    Reserved tokens (Llama-3) first, then the tokenizer's other added special tokens that are not
+    EOS/BOS/PAD or the MAR mask token (SmolLM2 has a dozen code-dataset markers).
+    """
+    vocab = tokenizer.get_vocab()
+    taken = {tokenizer.eos_token_id, tokenizer.bos_token_id, tokenizer.pad_token_id, *avoid}
+    reserved = [f"<|reserved_special_token_{i}|>" for i in range(1, 1 + k)]
+    specials = [t.content if hasattr(t, "content") else str(t) for t in tokenizer.added_tokens_decoder.values()]
+    candidates = [t for t in reserved if t in vocab] + [t for t in reversed(specials) if t in vocab]
+    chosen = []
+    for token in candidates:
+        if vocab[token] not in taken and token not in chosen:
+            chosen.append(token)
+        if len(chosen) == k:
+            return chosen, [vocab[t] for t in chosen]
+    raise UniragError(f"the tokenizer has fewer than {k} unused special tokens for GEM summary tokens")

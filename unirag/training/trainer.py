@@ -26,7 +26,8 @@ from transformers import Trainer, TrainerCallback, TrainingArguments
 from ..adapters import UNIRAG_JSON, base_fingerprint
 from ..errors import UniragError
 from .config import TrainConfig
-from .objectives import TinyDecoder, eos_hidden, mar_corrupt, mar_loss, mrc_loss, simcse_loss
+from .objectives import (IGNORE_INDEX, TinyDecoder, eos_hidden, gem_attention_mask, gem_embedding, gem_insert,
+                         gem_labels, mar_corrupt, mar_loss, mrc_loss, simcse_loss)
 
 CHECKPOINTS = "checkpoints"
 TRAINABLE_FILE = "model.safetensors"  # the name Trainer looks for when resuming
@@ -35,11 +36,14 @@ TRAINABLE_FILE = "model.safetensors"  # the name Trainer looks for when resuming
 class UniMAEModule(nn.Module):
     """LLM + training-only heads; forward returns the loss and its parts."""
 
-    def __init__(self, llm, config: TrainConfig, mask_token_id: int):
+    _keys_to_ignore_on_save = None
+
+    def __init__(self, llm, config: TrainConfig, mask_token_id: int, summary_ids: list[int] | None = None):
         super().__init__()
         self.llm = llm
         self.config = config
         self.mask_token_id = mask_token_id
+        self.summary_ids = summary_ids or []
         causal_lm = self.causal_lm
         hidden = causal_lm.config.hidden_size
         self.decoder = None
@@ -66,8 +70,8 @@ class UniMAEModule(nn.Module):
             b = eos_hidden(self.hidden(input_ids, attention_mask), attention_mask)
             loss = simcse_loss(a, b, self.config.temperature)
             return {"loss": loss, "simcse": loss.detach()}
-        if self.config.objective != "unimae":
-            raise UniragError(f"objective {self.config.objective!r} is not implemented in this trainer yet")
+        if self.config.objective == "gem":
+            return self.gem_forward(input_ids, attention_mask, generator)
         corrupted, _ = mar_corrupt(input_ids, attention_mask, self.mask_token_id, self.config.p_mar,
                                    generator=generator)
         states = self.hidden(corrupted, attention_mask)
@@ -83,6 +87,29 @@ class UniMAEModule(nn.Module):
         parts["mrc"] = mrc_loss(logits, input_ids, attention_mask)
         loss = loss + parts["mrc"]
         return {"loss": loss, **{k: v.detach() for k, v in parts.items()}}
+
+
+    def gem_forward(self, input_ids, attention_mask, generator):
+        """GEM: summary tokens inserted at a random place; text after them sees the text before
+        only through them; plain next-token loss (plus optional SimCSE on the summary state)."""
+        k = len(self.summary_ids)
+        ids, mask, start = gem_insert(input_ids, attention_mask, self.summary_ids, generator)
+        dtype = self.causal_lm.get_input_embeddings().weight.dtype
+        mask4d = gem_attention_mask(mask, start, k, dtype=dtype)
+        states = self.causal_lm.base_model(input_ids=ids, attention_mask=mask4d).last_hidden_state
+        logits = self.causal_lm.get_output_embeddings()(states)
+        labels = gem_labels(ids, mask, start, k)
+        lm = nn.functional.cross_entropy(logits[:, :-1].float().reshape(-1, logits.shape[-1]),
+                                         labels[:, 1:].reshape(-1), ignore_index=IGNORE_INDEX)
+        parts = {"gem_lm": lm.detach()}
+        loss = lm
+        if self.config.gem_contrastive > 0:
+            again = self.causal_lm.base_model(input_ids=ids, attention_mask=mask4d).last_hidden_state
+            contrast = simcse_loss(gem_embedding(states, start, k), gem_embedding(again, start, k),
+                                   self.config.temperature)
+            parts["gem_simcse"] = contrast.detach()
+            loss = loss + self.config.gem_contrastive * contrast
+        return {"loss": loss, **parts}
 
 
 class StopOnSignal(TrainerCallback):
@@ -164,8 +191,11 @@ class UniMAETrainer(Trainer):
         (output_dir / UNIRAG_JSON).write_text(json.dumps(self.unirag_meta, indent=2))
 
 
-def build_llm(base, config: TrainConfig, init_adapter: str | None = None):
-    """Wrap the base model for training: LoRA (fresh or continued) or all weights."""
+def build_llm(base, config: TrainConfig, init_adapter: str | None = None, train_token_ids: list[int] | None = None):
+    """Wrap the base model for training: LoRA (fresh or continued) or all weights.
+
+    `train_token_ids` (GEM's summary tokens) also get trainable embedding rows, stored in the
+    adapter (PEFT's trainable_token_indices), so the summary token can learn its role."""
     from peft import LoraConfig, PeftModel, get_peft_model
 
     if config.full_finetune:
@@ -175,7 +205,8 @@ def build_llm(base, config: TrainConfig, init_adapter: str | None = None):
     if init_adapter:
         return PeftModel.from_pretrained(base, init_adapter, is_trainable=True)
     lora = LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
-                      target_modules=config.lora_targets, task_type="CAUSAL_LM")
+                      target_modules=config.lora_targets, task_type="CAUSAL_LM",
+                      trainable_token_indices=list(train_token_ids) if train_token_ids else None)
     return get_peft_model(base, lora)
 
 
@@ -227,7 +258,7 @@ def train(config: TrainConfig, model: str, data: str, output: str, resume: bool 
     """Run one training job and return the output folder."""
     from ..hardware import resolve_precision
     from ..models import load_base
-    from .data import PadCollator, choose_mask_token, load_texts, tokenize
+    from .data import PadCollator, choose_mask_token, choose_summary_tokens, load_texts, tokenize
 
     out_dir = Path(output).expanduser()
     ckpt_dir = out_dir / CHECKPOINTS
@@ -240,7 +271,10 @@ def train(config: TrainConfig, model: str, data: str, output: str, resume: bool 
     base, tokenizer = load_base(model)
     mask_token, mask_id = choose_mask_token(tokenizer, config.mask_token)
     dataset = tokenize(load_texts(data), tokenizer, config.max_length, config.min_tokens)
-    module = UniMAEModule(build_llm(base, config, init_adapter), config, mask_id)
+    summary_tokens, summary_ids = [], []
+    if config.objective == "gem":
+        summary_tokens, summary_ids = choose_summary_tokens(tokenizer, config.gem_tokens, avoid={mask_id})
+    module = UniMAEModule(build_llm(base, config, init_adapter, summary_ids), config, mask_id, summary_ids)
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     bf16 = resolve_precision(config.precision, device) is torch.bfloat16
@@ -257,6 +291,8 @@ def train(config: TrainConfig, model: str, data: str, output: str, resume: bool 
         "base_model": model, "base": base_fingerprint(base.config), "mask_token": mask_token,
         "mask_token_id": mask_id, "data": str(data), "examples": len(dataset), "config": config.to_dict(),
     }
+    if summary_ids:  # GEM embeds at the summary token(s) appended after the text, not at EOS
+        meta.update(summary_tokens=summary_tokens, embed_suffix_ids=summary_ids)
     stopper = StopOnSignal()
     trainer = UniMAETrainer(model=module, args=args, train_dataset=dataset,
                             data_collator=PadCollator(tokenizer.pad_token_id or tokenizer.eos_token_id),
