@@ -118,3 +118,18 @@ def test_broken_adapters(tmp_path, tiny_model_dir):
     weights.rename(adapter / "adapter_model.bin")
     with pytest.raises(UniragError, match="pickled"):
         UniModel.load(str(tiny_model_dir), str(adapter))
+
+
+def test_adapter_names_resolve(tmp_path, monkeypatch):
+    from unirag.models import resolve_adapter
+
+    assert resolve_adapter("smollm2-135m", None) is None
+    assert resolve_adapter("smollm2-135m", "none") is None
+    assert resolve_adapter("/some/local/model", "default") is None  # no shipped adapter for it
+    assert resolve_adapter("smollm2-135m", "/my/adapter") == "/my/adapter"
+    monkeypatch.setattr(models_mod, "WEIGHTS_DIR", tmp_path)
+    assert resolve_adapter("smollm2-135m", "default") is None  # not shipped (yet) -> base model
+    shipped = tmp_path / models_mod.REGISTRY["smollm2-135m"].default_adapter
+    shipped.mkdir()
+    (shipped / "adapter_config.json").write_text("{}")
+    assert resolve_adapter("smollm2-135m", "default") == str(shipped)

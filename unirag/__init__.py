@@ -10,7 +10,7 @@ __version__ = "0.1.0"
 tune_allocator()  # see hardware.tune_allocator: 3-5x faster training steps on CPU
 
 
-def load(model: str | None = None, adapter: str | None = None, **kwargs) -> UniModel:
+def load(model: str | None = None, adapter: str | None = "default", **kwargs) -> UniModel:
     """Shortcut for `UniModel.load`: the one model a process should hold."""
     return UniModel.load(model, adapter, **kwargs)
 

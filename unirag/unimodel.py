@@ -65,14 +65,19 @@ class UniModel:
 
     # ------------------------------------------------------------------ loading
     @classmethod
-    def load(cls, model: str | None = None, adapter: str | None = None, *, merge: bool = True,
+    def load(cls, model: str | None = None, adapter: str | None = "default", *, merge: bool = True,
              precision: str = "auto", max_length: int = 512, device: str | None = None,
              trust_remote_code: bool = False) -> "UniModel":
-        """Load a base model (registry name, local folder or hub id) and an optional adapter."""
+        """Load a base model (registry name, local folder or hub id) and an adapter.
+
+        adapter="default" takes the UniMAE adapter shipped for registry models (none for other
+        models); None or "none" loads the plain base model; anything else is an adapter folder.
+        """
         from .adapters import apply_adapter
-        from .models import DEFAULT_MODEL, load_base
+        from .models import DEFAULT_MODEL, load_base, resolve_adapter
 
         model_name = model or DEFAULT_MODEL
+        adapter = resolve_adapter(model_name, adapter)
         base, tokenizer = load_base(model_name, trust_remote_code=trust_remote_code)
         info: dict = {}
         name = model_name

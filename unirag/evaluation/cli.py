@@ -27,7 +27,8 @@ DEFAULT_EMBED_TASKS = "STSBenchmark,SICK-R,STS17,Banking77Classification,SciFact
 DEFAULT_LM_TASKS = "wikitext2,arc_easy,piqa,sciq,hellaswag,lambada"
 
 ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Registry name, local HF folder or hub id.")]
-AdapterOpt = Annotated[Optional[str], typer.Option("--adapter", "-a", help="PEFT adapter folder to apply.")]
+AdapterOpt = Annotated[str, typer.Option(
+    "--adapter", "-a", help="PEFT adapter folder; 'default' = the shipped UniMAE adapter; 'none' = base model.")]
 DataOpt = Annotated[Optional[Path], typer.Option(
     "--data", help="Evaluation data folder (default: $UNIRAG_DATA/eval, else ../shared/data/eval).")]
 LimitOpt = Annotated[Optional[int], typer.Option(help="Keep only the first N items of each task (quick runs).")]
@@ -66,7 +67,7 @@ def _load(model: str, adapter: Optional[str], precision: str, max_length: int = 
 @eval_app.command("embed")
 def embed(
     model: ModelOpt = "smollm2-135m",
-    adapter: AdapterOpt = None,
+    adapter: AdapterOpt = "default",
     pooling: Annotated[Optional[list[str]], typer.Option(
         help="eos, mean, last or echo; repeat (or comma-separate) to compare several on one loaded model. "
              "Default: the adapter's pooling, else eos.")] = None,
@@ -112,10 +113,10 @@ def embed(
 @eval_app.command("lm")
 def lm(
     model: ModelOpt = "smollm2-135m",
-    adapter: AdapterOpt = None,
+    adapter: AdapterOpt = "default",
     compare_base: Annotated[Optional[bool], typer.Option(
         "--compare-base/--no-compare-base",
-        help="With --adapter, also evaluate the base model and show the change (default: on).")] = None,
+        help="Also evaluate the base model and show the change (default: on when an adapter is used).")] = None,
     tasks: Annotated[str, typer.Option(help="Comma-separated: " + DEFAULT_LM_TASKS)] = DEFAULT_LM_TASKS,
     data: DataOpt = None,
     limit: LimitOpt = None,
@@ -136,13 +137,16 @@ def lm(
     if unknown or not task_names:
         raise UniragError(f"unknown or no LM task(s) {', '.join(unknown)}; known: {', '.join(TASK_FILES)}")
     folder = data_dir(data)
+    from ..models import resolve_adapter
+
+    adapter_dir = resolve_adapter(model, adapter)
     if compare_base is None:
-        compare_base = adapter is not None
-    variants = [None, adapter] if adapter and compare_base else [adapter]
+        compare_base = adapter_dir is not None
+    variants = ["none", adapter_dir] if adapter_dir and compare_base else [adapter_dir or "none"]
     runs: dict[str, dict] = {}
     for variant in variants:  # one model in memory at a time
         uni = _load(model, variant, precision)
-        label = uni.name if uni.name not in runs else f"{uni.name} ({variant or 'base'})"
+        label = uni.name if uni.name not in runs else f"{uni.name} ({variant})"
         runs[label] = run_lm_eval(uni, folder, task_names, limit=limit, limit_tokens=limit_tokens,
                                   batch_size=batch_size, max_length=window, stride=stride, show_progress=progress)
         del uni

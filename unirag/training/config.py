@@ -56,9 +56,13 @@ class TrainConfig:
     logging_steps: int = 1
     recipe: str = "paper"
 
-    @property
-    def accumulation(self) -> int:
-        return max(1, self.batch_size // self.micro_batch_size)
+    def accumulation(self, world_size: int = 1) -> int:
+        """Gradient-accumulation steps so that micro x accumulation x devices = batch_size."""
+        per_step = self.micro_batch_size * world_size
+        if self.batch_size % per_step:
+            raise UniragError(f"batch_size {self.batch_size} is not a multiple of micro_batch_size "
+                              f"{self.micro_batch_size} x {world_size} device(s)")
+        return self.batch_size // per_step
 
     def validate(self) -> "TrainConfig":
         if self.objective not in OBJECTIVES:

@@ -183,6 +183,8 @@ class UniMAETrainer(Trainer):
         """Checkpoint = every trainable tensor (LoRA + tiny decoder) in safetensors + metadata."""
         from safetensors.torch import save_file
 
+        if not self.args.should_save:  # data-parallel: only the main process writes
+            return
         output_dir = Path(output_dir or self.args.output_dir)
         output_dir.mkdir(parents=True, exist_ok=True)
         model = self.accelerator.unwrap_model(self.model)
@@ -280,7 +282,8 @@ def train(config: TrainConfig, model: str, data: str, output: str, resume: bool 
     bf16 = resolve_precision(config.precision, device) is torch.bfloat16
     args = TrainingArguments(
         output_dir=str(ckpt_dir), max_steps=config.steps, per_device_train_batch_size=config.micro_batch_size,
-        gradient_accumulation_steps=config.accumulation, learning_rate=config.lr,
+        gradient_accumulation_steps=config.accumulation(int(os.environ.get("WORLD_SIZE", "1"))),
+        learning_rate=config.lr,
         lr_scheduler_type=config.lr_schedule, warmup_steps=config.warmup_steps, weight_decay=config.weight_decay,
         max_grad_norm=config.max_grad_norm, logging_steps=config.logging_steps, save_steps=config.save_steps,
         save_total_limit=2, seed=config.seed, bf16=bf16, report_to="none", remove_unused_columns=False,
@@ -311,6 +314,8 @@ def train(config: TrainConfig, model: str, data: str, output: str, resume: bool 
     meta["final_losses"] = {k: v for k, v in losses[-1].items() if k.startswith("loss")} if losses else {}
     meta["train_seconds"] = round(time.time() - started, 1)
     meta["steps_done"] = trainer.state.global_step
+    if not trainer.is_world_process_zero():
+        return out_dir
     write_output(module, tokenizer, out_dir, meta)
     if not keep_checkpoints:
         shutil.rmtree(out_dir / CHECKPOINTS, ignore_errors=True)
