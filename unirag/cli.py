@@ -16,6 +16,7 @@ import typer
 
 from .errors import UniragError
 from .evaluation.cli import eval_app
+from .rag.cli import ask, chat, ingest, retrieve
 
 app = typer.Typer(
     name="unirag",
@@ -29,6 +30,8 @@ ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Registry name, loc
 AdapterOpt = Annotated[str, typer.Option("--adapter", "-a", help="PEFT adapter folder; 'default' = the shipped UniMAE adapter; 'none' = base model.")]
 PrecisionOpt = Annotated[str, typer.Option(help="auto (bf16 only where the CPU has AMX/AVX512-BF16), fp32 or bf16.")]
 app.add_typer(eval_app, name="eval")
+for _command in (ingest, retrieve, ask, chat):
+    app.command()(_command)
 
 
 def _load(model: str, adapter: Optional[str], precision: str = "auto", max_length: int = 512):

@@ -1,0 +1,366 @@
+"""RAG half on the tiny model: readers, chunking, incremental ingest, crash safety, retrieve/ask/chat,
+and a real Chroma server on loopback."""
+
+from __future__ import annotations
+
+import os
+import selectors
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import types
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from unirag.errors import UniragError
+from unirag.rag import store
+from unirag.rag.chunking import ChunkSettings, chunk_text, embed_text, split_sections
+from unirag.rag.cli import ask, chat, ingest, retrieve
+from unirag.rag.ingest import PAUSE_ENV
+from unirag.rag.ingest import ingest as run_ingest
+from unirag.rag.pipeline import answer, build_prompt, citations, fit
+from unirag.rag.pipeline import retrieve as run_retrieve
+from unirag.rag.readers import Skipped, html_to_markdown, parse, read_bytes, rst_to_markdown, walk
+
+REPO = Path(__file__).resolve().parents[1]
+SMALL = ChunkSettings(chunk_size=32, overlap=8)
+SENTENCES = ["The cat sat on the mat.", "A dog ran in the park.", "Paris is the capital of France.",
+             "Rust has ownership and borrowing.", "Loops can return values with break."]
+
+app = typer.Typer()
+for command in (ingest, retrieve, ask, chat):
+    app.command()(command)
+runner = CliRunner()
+
+
+def write_docs(root: Path) -> Path:
+    (root / "sub").mkdir(parents=True)
+    (root / "guide.md").write_text("# Guide\n\nIntro about the cat.\n\n## Install\n\n" + " ".join(SENTENCES * 3)
+                                   + "\n\n## Use\n\nParis is the capital of France.\n")
+    (root / "notes.txt").write_text("Rust has ownership and borrowing. " * 4)
+    (root / "sub" / "page.html").write_text(
+        "<html><head><title>Page</title><style>p{}</style></head><body><h1>Embeddings</h1>"
+        "<p>Embeddings map text to vectors.</p><script>alert(1)</script></body></html>")
+    (root / "sub" / "intro.rst").write_text("Loops\n=====\n\nLoops can return values with break.\n")
+    (root / "image.png").write_bytes(b"\x89PNG")  # other extension: ignored, not skipped
+    return root
+
+
+def collection_state(collection) -> dict:
+    got = collection.get(include=["documents", "metadatas", "embeddings"])
+    return {i: (d, m, np.asarray(e)) for i, d, m, e in zip(got["ids"], got["documents"], got["metadatas"], got["embeddings"])}
+
+
+def open_db(model, path: Path, name: str = "docs"):
+    return store.open_collection(store.connect(path), name, model, create=True)
+
+
+def invoke(*args: str):
+    result = runner.invoke(app, list(args), catch_exceptions=True)
+    if result.exception and not isinstance(result.exception, (SystemExit, UniragError)):
+        raise result.exception
+    return result
+
+
+# ---------------------------------------------------------------------- chunking and readers
+def test_chunking_follows_headings_with_token_overlap(tiny):
+    text = ("# Book\n\n## Ch 1\n\n" + " ".join(SENTENCES * 6) + "\n\n```sh\n# a comment, not a heading\n```\n\n"
+            "### Part\n\nShort part.\n\n# Other\n\nLast words.")
+    sections = split_sections(text)
+    assert [[t for _, t in path] for path, _ in sections] == [["Book", "Ch 1"], ["Book", "Ch 1", "Part"], ["Other"]]
+    chunks = chunk_text(text, tiny.tokenizer, SMALL)
+    assert [c.index for c in chunks] == list(range(len(chunks)))
+    assert all(c.n_tokens <= 32 for c in chunks)
+    long = [c for c in chunks if c.heading == "Book > Ch 1"]
+    assert len(long) > 3 and "not a heading" in long[-1].text  # a `#` line in a code fence is no heading
+    assert not long[0].text.endswith("Ch 1")  # no chunk ends on a heading line
+    for a, b in zip(long, long[1:]):  # consecutive windows share text (the overlap)
+        shared = max(k for k in range(len(b.text) + 1) if a.text.endswith(b.text[:k]))
+        assert shared >= 5, (a.text, b.text)
+    assert {c.heading for c in chunks} == {"Book > Ch 1", "Book > Ch 1 > Part", "Other"}
+    assert "Last words." in chunks[-1].text and "Short part." not in chunks[-1].text
+    headed = ChunkSettings(32, 8, embed_headings=True)
+    assert embed_text(long[0], "Book", headed).startswith("Book > Ch 1\n\n")
+    assert embed_text(long[0], "Book", SMALL) == long[0].text
+    with pytest.raises(UniragError):
+        ChunkSettings(chunk_size=32, overlap=20)
+
+
+def test_html_and_rst_become_markdown_headings():
+    text, title = html_to_markdown("<html><head><title>T</title><script>x()</script></head><body>"
+                                   "<h2>Sec</h2><p>a  b\n c</p><style>.x{}</style><pre># code\n  x</pre></body></html>")
+    assert title == "T" and "x()" not in text and ".x{}" not in text
+    assert "## Sec\n\na b c" in text and "```\n# code\n  x\n```" in text
+    assert rst_to_markdown("=====\nTop\n=====\n\nA\n---\n\nb\n\nB\n---\n") == "# Top\n\n## A\n\nb\n\n## B\n"
+
+
+def test_bad_inputs_are_skipped_with_reasons(tmp_path, monkeypatch):
+    root = tmp_path / "d"
+    root.mkdir()
+    (root / "ok.md").write_text("# Hi\n\ntext")
+    (root / "empty.md").write_text("")
+    (root / "blank.txt").write_text("  \n\n")
+    (root / "binary.txt").write_bytes(b"abc\x00\x01def")
+    (root / "latin1.txt").write_bytes("café".encode("latin-1"))
+    (root / "utf16.txt").write_bytes("hello wörld".encode("utf-16"))  # with BOM: read
+    (root / "bom8.md").write_bytes(b"\xef\xbb\xbf# Bom\n\nx")
+    (root / "big.txt").write_text("x" * 5000)
+    (root / "broken.pdf").write_bytes(b"%PDF-1.4 garbage")
+    (root / "loop").symlink_to(root, target_is_directory=True)
+    (root / "outside").symlink_to(tmp_path, target_is_directory=True)
+    (root / ".hidden.md").write_text("secret")
+    files, skipped, ignored = walk(root)
+    reasons = {s.source: s.reason for s in skipped}
+    assert reasons == {"loop": "symlinked folder (not followed)", "outside": "symlinked folder (not followed)"}
+    for f in files:
+        data = read_bytes(f, max_bytes=4096)
+        result = data if isinstance(data, Skipped) else parse(f, data)
+        reasons[f.source] = result.reason if isinstance(result, Skipped) else result.text
+    assert ".hidden.md" not in reasons and reasons["ok.md"] == "# Hi\n\ntext"
+    assert reasons["empty.md"] == "empty file" and reasons["blank.txt"].startswith("no text")
+    assert reasons["binary.txt"].startswith("binary") and reasons["latin1.txt"].startswith("not UTF-8")
+    assert reasons["utf16.txt"] == "hello wörld" and reasons["bom8.md"] == "# Bom\n\nx"
+    assert reasons["big.txt"].startswith("too large")
+    try:
+        import pypdf  # noqa: F401
+        assert reasons["broken.pdf"].startswith("PDF failed to parse")
+    except ImportError:
+        assert reasons["broken.pdf"].startswith("pypdf not installed")
+    def denied(self):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(Path, "read_bytes", denied)  # chmod 000 does not stop root
+    assert read_bytes(files[0]).reason == "unreadable: Permission denied"
+
+
+def test_missing_path_and_empty_folder_are_user_errors(tiny, tmp_path):
+    collection = open_db(tiny, tmp_path / "db")
+    with pytest.raises(UniragError, match="no such file or folder"):
+        run_ingest(tiny, collection, tmp_path / "nope")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "x.bin").write_bytes(b"1")
+    with pytest.raises(UniragError, match="no .* files under"):
+        run_ingest(tiny, collection, tmp_path / "empty")
+    result = invoke("ingest", str(tmp_path / "nope"), "--db", str(tmp_path / "db"))
+    assert isinstance(result.exception, UniragError)
+
+
+# ---------------------------------------------------------------------- ingest
+def test_ingest_is_incremental_and_idempotent(tiny, tmp_path):
+    docs = write_docs(tmp_path / "docs")
+    (docs / "empty.md").write_text("")
+    collection = open_db(tiny, tmp_path / "db")
+    assert collection.configuration["hnsw"]["space"] == "cosine"
+    assert collection.metadata[store.MODEL_KEY] == tiny.name
+
+    first = run_ingest(tiny, collection, docs, settings=SMALL)
+    assert sorted(first.added) == ["guide.md", "notes.txt", "sub/intro.rst", "sub/page.html"]
+    assert [(s.source, s.reason) for s in first.skipped] == [("empty.md", "empty file")]
+    assert first.ignored == 1 and "skipped empty.md: empty file" in first.report()
+    state = collection_state(collection)
+    assert len(state) == first.chunks_written == collection.count()
+    metas = [m for _, m, _ in state.values()]
+    assert {m["source"] for m in metas} == set(first.added)
+    assert all(m["model"] == tiny.name and len(m["content_hash"]) == 64 for m in metas)
+    assert {m["heading"] for m in metas if m["source"] == "guide.md"} == {"Guide", "Guide > Install", "Guide > Use"}
+    assert {m["heading"] for m in metas if m["source"] == "sub/page.html"} == {"Embeddings"}
+
+    second = run_ingest(tiny, collection, docs, settings=SMALL)
+    assert (second.added, second.changed, second.removed, second.chunks_written, second.unchanged) == ([], [], [], 0, 4)
+    assert collection_state(collection).keys() == state.keys()
+
+    (docs / "notes.txt").write_text("Completely new notes about Paris.")
+    (docs / "sub" / "page.html").unlink()
+    third = run_ingest(tiny, collection, docs, settings=SMALL)
+    assert (third.changed, third.removed, third.unchanged) == (["notes.txt"], ["sub/page.html"], 2)
+    after = collection_state(collection)
+    assert {m["source"] for _, m, _ in after.values()} == {"guide.md", "notes.txt", "sub/intro.rst"}
+    kept = {i for i, (_, m, _) in state.items() if m["source"] in ("guide.md", "sub/intro.rst")}
+    assert kept <= after.keys()  # untouched files keep their ids and vectors
+    assert [d for d, m, _ in after.values() if m["source"] == "notes.txt"] == ["Completely new notes about Paris."]
+
+    (docs / "notes.txt").write_text("")  # now empty: skipped, and its old chunks go
+    fourth = run_ingest(tiny, collection, docs, settings=SMALL)
+    assert any(s.source == "notes.txt" and "old chunks were removed" in s.reason for s in fourth.skipped)
+    assert "notes.txt" not in {m["source"] for m in collection.get()["metadatas"]}
+
+
+def test_other_model_is_refused(tiny, tmp_path):
+    docs = write_docs(tmp_path / "docs")
+    collection = open_db(tiny, tmp_path / "db")
+    run_ingest(tiny, collection, docs, settings=SMALL)
+    tiny.name = "some-other-model+adapter"
+    with pytest.raises(UniragError, match="holds vectors from model .* but the loaded model is 'some-other-model"):
+        run_retrieve(tiny, collection, "cat")
+    with pytest.raises(UniragError, match="holds vectors from model"):
+        run_ingest(tiny, collection, docs, settings=SMALL)
+    with pytest.raises(UniragError, match="holds vectors from model"):
+        store.open_collection(store.connect(tmp_path / "db"), "docs", tiny)
+
+
+# ---------------------------------------------------------------------- retrieve / ask / chat
+def test_retrieve_prompt_and_streamed_answer(tiny, tmp_path):
+    collection = open_db(tiny, tmp_path / "db")
+    run_ingest(tiny, collection, write_docs(tmp_path / "docs"), settings=SMALL)
+    hits = run_retrieve(tiny, collection, "What is the capital of France?", top_k=3)
+    assert len(hits) == 3 and hits[0].score >= hits[1].score >= hits[2].score
+    assert all(h.source and h.text and -1.0 <= h.score <= 1.0001 for h in hits)
+    messages = build_prompt("Where?", hits[:2])
+    assert "does not contain" in messages[0]["content"]
+    assert messages[-1]["content"].startswith(f"Context:\n[1] {hits[0].label}\n{hits[0].text}\n\n[2] {hits[1].label}")
+    assert citations(hits[:2]) == [f"[1] {hits[0].label}", f"[2] {hits[1].label}"]
+    shown, _ = fit(tiny, "Where?", hits * 20, max_new_tokens=16)  # the tiny model has 256 positions
+    assert 0 < len(shown) < 60 and len(tiny.prompt_ids(build_prompt("Where?", shown))) <= 240
+    pieces = answer(tiny, "Where?", shown, max_new_tokens=6, stream=True)
+    assert isinstance(pieces, types.GeneratorType)
+    assert all(isinstance(p, str) for p in pieces)
+
+
+def test_cli_ingest_retrieve_ask_chat(tiny_model_dir, tmp_path):
+    docs = write_docs(tmp_path / "docs")
+    common = ["--model", str(tiny_model_dir), "--db", str(tmp_path / "db"), "--precision", "fp32"]
+    result = invoke("ingest", str(docs), *common, "--chunk-size", "32", "--chunk-overlap", "8", "--no-progress")
+    assert result.exit_code == 0, result.output
+    assert "4 added, 0 changed, 0 removed, 0 unchanged, 0 skipped" in result.output
+
+    result = invoke("retrieve", "capital of France", "--top-k", "2", *common)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("[1] ") and lines[2].startswith("[2] ") and len(lines) == 4
+
+    result = invoke("ask", "capital of France?", "-k", "2", "--max-new-tokens", "5", *common)
+    assert result.exit_code == 0, result.output
+    assert "\nSources:\n[1] " in result.stdout and "\n[2] " in result.stdout
+
+    result = runner.invoke(app, ["chat", "-k", "1", "--max-new-tokens", "4", *common], input="cats?\nand dogs?\n/exit\n")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.count("unirag> ") == 2 and result.stdout.count("Sources:") == 2
+
+    result = invoke("retrieve", "x", *common[:2], "--db", str(tmp_path / "nodb"))
+    assert isinstance(result.exception, UniragError) and "no Chroma database" in str(result.exception)
+    result = invoke("retrieve", "x", *common, "--collection", "other")
+    assert isinstance(result.exception, UniragError) and "no collection 'other'" in str(result.exception)
+
+
+# ---------------------------------------------------------------------- crash safety
+KILLABLE = "import typer; from unirag.rag.cli import ingest, retrieve; app = typer.Typer(); " \
+           "app.command()(ingest); app.command()(retrieve); app()"
+
+
+def _wait_for_lines(proc, marker: str, count: int, deadline: float) -> list[str]:
+    """Read proc.stderr until `count` lines contain marker (bounded by deadline)."""
+    seen, buffer = [], b""
+    selector = selectors.DefaultSelector()
+    selector.register(proc.stderr, selectors.EVENT_READ)
+    while len(seen) < count:
+        if time.monotonic() > deadline or proc.poll() is not None:
+            raise AssertionError(f"ingest ended or stalled before {count} upserts: {buffer.decode()[-2000:]}")
+        if selector.select(timeout=0.5):
+            chunk = os.read(proc.stderr.fileno(), 65536)
+            buffer += chunk
+            seen = [ln for ln in buffer.decode(errors="replace").splitlines() if marker in ln]
+    return seen
+
+
+def test_sigkill_mid_ingest_then_rerun_equals_one_clean_run(tiny, tiny_model_dir, tmp_path):
+    from chromadb.api.client import SharedSystemClient
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(10):
+        (docs / f"f{i:02d}.md").write_text(f"# File {i}\n\n" + " ".join(SENTENCES[i % 5:] + SENTENCES) + "\n")
+    db, clean_db = tmp_path / "db", tmp_path / "clean"
+    args = ["--model", str(tiny_model_dir), "--precision", "fp32", "--chunk-size", "32", "--chunk-overlap", "8",
+            "--batch-size", "4", "--no-progress"]
+    assert invoke("ingest", str(docs), "--db", str(db), *args).exit_code == 0  # version A
+    SharedSystemClient.clear_system_cache()  # the subprocess writes this db next
+
+    for i in range(7):  # version B: 7 changed, one removed, one added
+        (docs / f"f{i:02d}.md").write_text(f"# File {i} v2\n\n" + " ".join(SENTENCES[::-1]) + f" Number {i}.\n")
+    (docs / "f09.md").unlink()
+    (docs / "new.md").write_text("# New\n\nA new file about the park.\n")
+
+    env = {**os.environ, PAUSE_ENV: "3", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-c", KILLABLE, "ingest", str(docs), "--db", str(db), *args],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=tmp_path)
+    try:  # kill it while it sleeps between upserting a file's new chunks and deleting its old ones
+        upserted = _wait_for_lines(proc, "unirag-test: upserted", 2, time.monotonic() + 120)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+    killed_at = upserted[-1].split("upserted ", 1)[1].strip()
+
+    result = invoke("ingest", str(docs), "--db", str(db), *args)
+    assert result.exit_code == 0, result.output
+    assert "1 repaired" in result.output and "1 removed" in result.output, result.output
+    assert killed_at in [f"f{i:02d}.md" for i in range(7)]
+    assert invoke("ingest", str(docs), "--db", str(clean_db), *args).exit_code == 0
+
+    model = tiny
+    recovered = collection_state(store.open_collection(store.connect(db), "docs", model))
+    clean = collection_state(store.open_collection(store.connect(clean_db), "docs", model))
+    assert recovered.keys() == clean.keys()
+    for id_ in clean:
+        assert recovered[id_][:2] == clean[id_][:2]
+        np.testing.assert_allclose(recovered[id_][2], clean[id_][2], atol=1e-5)
+    again = invoke("ingest", str(docs), "--db", str(db), *args)
+    assert "0 added, 0 changed, 0 removed, 10 unchanged" in again.output
+
+
+# ---------------------------------------------------------------------- Chroma server
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_chroma_server_over_http(tiny_model_dir, tmp_path):
+    chroma = Path(sys.executable).parent / "chroma"
+    if not chroma.exists():
+        chroma = shutil.which("chroma")
+        if chroma is None:
+            pytest.skip("the `chroma` CLI (chromadb's server) is not installed")
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = open(tmp_path / "chroma.log", "wb")
+    server = subprocess.Popen([str(chroma), "run", "--path", str(tmp_path / "server"), "--host", "127.0.0.1",
+                               "--port", str(port)], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/api/v2/heartbeat", timeout=2).read()
+                break
+            except OSError:
+                if time.monotonic() > deadline or server.poll() is not None:
+                    pytest.fail(f"chroma server did not start: {(tmp_path / 'chroma.log').read_text()[-2000:]}")
+                time.sleep(0.25)
+        common = ["--model", str(tiny_model_dir), "--chroma-url", url, "--precision", "fp32"]
+        docs = write_docs(tmp_path / "docs")
+        result = invoke("ingest", str(docs), *common, "--chunk-size", "32", "--chunk-overlap", "8", "--no-progress")
+        assert result.exit_code == 0, result.output
+        assert "4 added" in result.output and url in result.output
+        result = invoke("ingest", str(docs), *common, "--chunk-size", "32", "--chunk-overlap", "8", "--no-progress")
+        assert "4 unchanged" in result.output, result.output
+        result = invoke("retrieve", "capital of France", "-k", "3", *common)
+        assert result.exit_code == 0 and result.stdout.startswith("[1] "), result.output
+        assert not (tmp_path / ".unirag").exists()
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait(timeout=10)
+        log.close()

@@ -1,0 +1,163 @@
+"""Text -> chunks sized in the model's own tokens, cut at Markdown headings where possible.
+
+A chunk never spans two sections: each carries its heading path ("Title > Section > Sub"), which
+is what citations show. A section longer than `chunk_size` tokens is cut into windows that
+overlap by `overlap` tokens, each cut moved back to the best nearby break (blank line, line end,
+sentence end, space) so chunks rarely end mid-word. Counting real tokens, not characters, is what
+guarantees a chunk fits the embedding length.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..errors import UniragError
+
+_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)[ \t#]*$")
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+
+
+@dataclass(frozen=True)
+class ChunkSettings:
+    """How documents are cut and what gets embedded; part of every chunk id (changing it re-embeds)."""
+
+    chunk_size: int = 256
+    overlap: int = 32
+    embed_headings: bool = False  # embed "title / heading path" + text instead of the text alone
+
+    def __post_init__(self):
+        if self.chunk_size < 16:
+            raise UniragError(f"chunk size {self.chunk_size} is too small; use at least 16 tokens")
+        if not 0 <= self.overlap <= self.chunk_size // 2:
+            raise UniragError(f"chunk overlap {self.overlap} must be between 0 and half the chunk size "
+                              f"({self.chunk_size // 2})")
+
+    def signature(self) -> str:
+        return f"size={self.chunk_size};overlap={self.overlap};headings={int(self.embed_headings)}"
+
+
+@dataclass(frozen=True)
+class Chunk:
+    text: str
+    heading: str  # "Title > Section > Sub", "" before the first heading
+    index: int
+    n_tokens: int
+
+
+def markdown_title(text: str) -> str:
+    """The first level-1 heading outside code fences, or ""."""
+    for path, _ in split_sections(text):
+        if path and path[0][0] == 1:
+            return path[0][1]
+    return ""
+
+
+def split_sections(text: str) -> list[tuple[list[tuple[int, str]], str]]:
+    """[(heading stack [(level, title), ...], section text incl. its heading line)].
+
+    `#` lines inside ``` / ~~~ fences are code, not headings. A heading with no body of its own
+    (e.g. "# Chapter" right before "## Part") is folded into the next section, so no chunk is a
+    bare heading.
+    """
+    sections: list[tuple[list[tuple[int, str]], list[str]]] = [([], [])]
+    stack: list[tuple[int, str]] = []
+    fence = None
+    for line in text.split("\n"):
+        match = None
+        if fence:
+            if line.strip().startswith(fence):
+                fence = None
+        elif (f := _FENCE.match(line)):
+            fence = f.group(1)[0] * 3
+        else:
+            match = _HEADING.match(line)
+        if match:
+            level, title = len(match.group(1)), match.group(2).strip()
+            while stack and stack[-1][0] >= level:
+                stack.pop()
+            stack.append((level, title))
+            previous_path, previous_lines = sections[-1]
+            if previous_lines and not "".join(previous_lines[1 if previous_path else 0:]).strip():
+                sections[-1] = (list(stack), previous_lines + [line])  # fold a body-less heading
+            else:
+                sections.append((list(stack), [line]))
+        else:
+            sections[-1][1].append(line)
+    return [(path, "\n".join(lines)) for path, lines in sections if "\n".join(lines).strip()]
+
+
+def chunk_text(text: str, tokenizer, settings: ChunkSettings = ChunkSettings(), markdown: bool = True) -> list[Chunk]:
+    """Cut a document into chunks of at most `settings.chunk_size` tokens."""
+    sections = split_sections(text) if markdown else [([], text)]
+    chunks: list[Chunk] = []
+    for path, body in sections:
+        heading = " > ".join(title for _, title in path)
+        for piece, n_tokens in _windows(body, tokenizer, settings.chunk_size, settings.overlap):
+            chunks.append(Chunk(piece, heading, len(chunks), n_tokens))
+    return chunks
+
+
+def embed_text(chunk: Chunk, title: str, settings: ChunkSettings) -> str:
+    """What gets embedded for a chunk: its text, or "title / heading path" + text."""
+    if not settings.embed_headings:
+        return chunk.text
+    heading = chunk.heading
+    label = heading if title and heading.startswith(title) else " / ".join(p for p in (title, heading) if p)
+    return f"{label}\n\n{chunk.text}" if label else chunk.text
+
+
+def _windows(text: str, tokenizer, size: int, overlap: int) -> list[tuple[str, int]]:
+    """Token windows over text, as (text slice, token count); consecutive ones share `overlap` tokens."""
+    offsets = _token_offsets(text, tokenizer)
+    n = len(offsets)
+    if n <= size:
+        return [(text.strip(), n)] if text.strip() else []
+    pieces, start = [], 0
+    while True:
+        end = min(start + size, n)
+        if end < n:  # move the cut back to the best break in the window's second half
+            end = max(range(start + size // 2 + 1, end + 1), key=lambda k: (_break_score(text, offsets[k][0]), k))
+        piece = text[offsets[start][0]:offsets[end - 1][1]].strip()
+        if piece:
+            pieces.append((piece, end - start))
+        if end >= n:
+            return pieces
+        nxt = max(end - overlap, start + 1)
+        # start the overlap at a word start: a little earlier if one is near, else a little later
+        nearby = [*range(nxt, max(start, nxt - overlap // 2), -1), *range(nxt + 1, end)]
+        nxt = next((k for k in nearby if _at_word_start(text, offsets[k][0])), nxt)
+        start = nxt
+
+
+def _break_score(text: str, pos: int) -> float:
+    """How good a cut at character `pos` is: paragraph > line > sentence > word > inside a word.
+
+    Never right after a heading line: a chunk should not end with the title of what follows.
+    """
+    last_line = text[max(0, pos - 200):pos].rstrip().rsplit("\n", 1)[-1]
+    if last_line.lstrip().startswith("#"):
+        return 0
+    around = text[max(0, pos - 2):pos + 2]
+    if "\n\n" in around:
+        return 4
+    if "\n" in text[max(0, pos - 1):pos + 1]:
+        return 3
+    before, at = text[max(0, pos - 2):pos], text[pos:pos + 1]
+    if (before[-1:] in ".?!" and at.isspace()) or (before[:1] in ".?!" and before[-1:].isspace()):
+        return 2
+    if at.isspace() or before[-1:].isspace():
+        return 1
+    return 0
+
+
+def _at_word_start(text: str, pos: int) -> bool:
+    return pos == 0 or text[pos - 1:pos + 1][:1].isspace() or text[pos:pos + 1].isspace()
+
+
+def _token_offsets(text: str, tokenizer) -> list[tuple[int, int]]:
+    """Character span of each token; whitespace-separated words if the tokenizer is not a fast one."""
+    if getattr(tokenizer, "is_fast", False):
+        enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
+        return [tuple(span) for span in enc["offset_mapping"]]
+    return [m.span() for m in re.finditer(r"\S+", text)]

@@ -1,0 +1,169 @@
+"""`unirag ingest / retrieve / ask / chat`: plain typer command functions.
+
+They are registered on the main app in `unirag/cli.py` (`app.command()(ingest)`), so this module
+holds no Typer app. Heavy imports (torch, chromadb) happen inside the commands, keeping
+`unirag --help` fast. The model is loaded once per command and passed on as an object.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Registry name, local HF folder or hub id.")]
+AdapterOpt = Annotated[str, typer.Option("--adapter", "-a", help="PEFT adapter folder; 'default' = the shipped UniMAE adapter; 'none' = base model.")]
+DbOpt = Annotated[Path, typer.Option("--db", help="Folder of the embedded Chroma database.")]
+UrlOpt = Annotated[Optional[str], typer.Option("--chroma-url", envvar="UNIRAG_CHROMA_URL", help="Use a Chroma server (http://HOST:PORT, see `chroma run`) instead of --db.")]
+CollectionOpt = Annotated[str, typer.Option("--collection", "-c", help="Chroma collection name.")]
+TopKOpt = Annotated[int, typer.Option("--top-k", "-k", min=1, help="How many chunks to retrieve.")]
+MaxNewOpt = Annotated[int, typer.Option(help="Longest answer, in tokens.")]
+TemperatureOpt = Annotated[float, typer.Option(help="0 means greedy.")]
+PrecisionOpt = Annotated[str, typer.Option(help="auto (bf16 only where the CPU has AMX/AVX512-BF16), fp32 or bf16.")]
+DEFAULT_DB = Path(".unirag") / "chroma"
+
+
+def _load(model: str, adapter: str, precision: str):
+    from ..unimodel import UniModel
+
+    return UniModel.load(model, adapter, precision=precision)
+
+
+def _open(model, db: Path, chroma_url: Optional[str], collection: str, create: bool = False):
+    from .store import connect, open_collection
+
+    client = connect(db, chroma_url, must_exist=not create)
+    return client, open_collection(client, collection, model, create=create)
+
+
+def ingest(
+    path: Annotated[Path, typer.Argument(help="Folder to index recursively (.md .txt .rst .html .pdf), or one file.")],
+    model: ModelOpt = "smollm2-135m",
+    adapter: AdapterOpt = "default",
+    db: DbOpt = DEFAULT_DB,
+    chroma_url: UrlOpt = None,
+    collection: CollectionOpt = "docs",
+    chunk_size: Annotated[int, typer.Option(help="Tokens per chunk.")] = 256,
+    chunk_overlap: Annotated[int, typer.Option(help="Tokens shared by consecutive chunks of a section.")] = 32,
+    embed_headings: Annotated[bool, typer.Option(help="Embed 'title / heading path' before each chunk's text.")] = False,
+    max_file_mb: Annotated[float, typer.Option(help="Skip files larger than this.")] = 20.0,
+    batch_size: Annotated[int, typer.Option(min=1, help="Chunks per embedding batch.")] = 32,
+    reset: Annotated[bool, typer.Option(help="Delete the collection first and rebuild it.")] = False,
+    progress: Annotated[bool, typer.Option(help="Show a progress bar on stderr.")] = True,
+    precision: PrecisionOpt = "auto",
+    max_files: Annotated[Optional[int], typer.Option(hidden=True, min=0, help="Process only the first N files.")] = None,
+):
+    """Index a folder into Chroma; re-runs embed only new or changed files and drop removed ones."""
+    from .chunking import ChunkSettings
+    from .ingest import ingest as run_ingest
+    from .ingest import scan
+    from .store import connect, delete_collection, open_collection
+
+    settings = ChunkSettings(chunk_size, chunk_overlap, embed_headings)
+    scan(path)  # a missing path or an empty folder fails here, before the model loads
+    uni = _load(model, adapter, precision)
+    if chunk_size + 32 > uni.max_length:
+        from ..errors import UniragError
+
+        raise UniragError(f"--chunk-size {chunk_size} leaves no room under the model's max_length {uni.max_length}")
+    client = connect(db, chroma_url)
+    if reset:
+        delete_collection(client, collection)
+    coll = open_collection(client, collection, uni, create=True)
+    summary = run_ingest(uni, coll, path, settings=settings, max_file_bytes=int(max_file_mb * 2**20),
+                         batch_size=batch_size, max_files=max_files, progress=progress)
+    typer.echo(f"unirag: indexed {path} into collection {collection!r} at {chroma_url or db} "
+               f"({coll.count()} chunks, model {uni.name})\n{summary.report()}")
+
+
+def retrieve(
+    question: Annotated[str, typer.Argument(help="What to search for.")],
+    top_k: TopKOpt = 5,
+    model: ModelOpt = "smollm2-135m",
+    adapter: AdapterOpt = "default",
+    db: DbOpt = DEFAULT_DB,
+    chroma_url: UrlOpt = None,
+    collection: CollectionOpt = "docs",
+    precision: PrecisionOpt = "auto",
+):
+    """Print the top-k chunks for a question (score, source, heading, first line), without generating."""
+    from .pipeline import retrieve as run_retrieve
+
+    uni = _load(model, adapter, precision)
+    _, coll = _open(uni, db, chroma_url, collection)
+    hits = run_retrieve(uni, coll, question, top_k)
+    if not hits:
+        typer.echo(f"unirag: collection {collection!r} is empty; run `unirag ingest` first")
+    for i, hit in enumerate(hits, 1):
+        typer.echo(f"[{i}] {hit.score:.3f}  {hit.label}\n      {hit.first_line}")
+
+
+def _answer_and_cite(uni, coll, question: str, top_k: int, history, max_new_tokens: int,
+                     temperature: float, query: Optional[str] = None) -> str:
+    """Retrieve, stream the answer, print the sources; returns the answer text."""
+    from .pipeline import answer, citations, fit
+    from .pipeline import retrieve as run_retrieve
+
+    hits = run_retrieve(uni, coll, query or question, top_k)
+    hits, history = fit(uni, question, hits, history, max_new_tokens)
+    pieces = []
+    for piece in answer(uni, question, hits, history, max_new_tokens=max_new_tokens,
+                        temperature=temperature, stream=True):
+        pieces.append(piece)
+        typer.echo(piece, nl=False)
+    typer.echo()
+    if hits:
+        typer.echo("\nSources:\n" + "\n".join(citations(hits)))
+    else:
+        typer.echo("\n(no chunks were retrieved: the collection is empty)")
+    return "".join(pieces)
+
+
+def ask(
+    question: Annotated[str, typer.Argument(help="The question to answer from your documents.")],
+    top_k: TopKOpt = 5,
+    model: ModelOpt = "smollm2-135m",
+    adapter: AdapterOpt = "default",
+    db: DbOpt = DEFAULT_DB,
+    chroma_url: UrlOpt = None,
+    collection: CollectionOpt = "docs",
+    max_new_tokens: MaxNewOpt = 256,
+    temperature: TemperatureOpt = 0.0,
+    precision: PrecisionOpt = "auto",
+):
+    """Answer a question from the indexed documents, streaming, with numbered citations."""
+    uni = _load(model, adapter, precision)
+    _, coll = _open(uni, db, chroma_url, collection)
+    _answer_and_cite(uni, coll, question, top_k, [], max_new_tokens, temperature)
+
+
+def chat(
+    top_k: TopKOpt = 5,
+    model: ModelOpt = "smollm2-135m",
+    adapter: AdapterOpt = "default",
+    db: DbOpt = DEFAULT_DB,
+    chroma_url: UrlOpt = None,
+    collection: CollectionOpt = "docs",
+    max_new_tokens: MaxNewOpt = 256,
+    temperature: TemperatureOpt = 0.0,
+    precision: PrecisionOpt = "auto",
+):
+    """Chat with your documents: each question retrieves afresh; earlier turns stay in the prompt."""
+    uni = _load(model, adapter, precision)
+    _, coll = _open(uni, db, chroma_url, collection)
+    typer.echo(f"unirag chat over {collection!r} ({coll.count()} chunks) with {uni.name}; "
+               "an empty line, /exit or Ctrl-D quits.")
+    history: list[tuple[str, str]] = []
+    while True:
+        try:
+            question = input("\nyou> ").strip()
+        except (EOFError, KeyboardInterrupt):
+            typer.echo()
+            break
+        if not question or question in ("/exit", "/quit"):
+            break
+        query = f"{history[-1][0]}\n{question}" if history else question  # follow-ups keep their topic
+        typer.echo("unirag> ", nl=False)
+        reply = _answer_and_cite(uni, coll, question, top_k, history, max_new_tokens, temperature, query)
+        history.append((question, reply))

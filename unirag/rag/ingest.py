@@ -1,0 +1,222 @@
+"""Keep a Chroma collection in sync with a folder: incremental, idempotent, crash-safe.
+
+The collection itself is the only state. Every chunk's metadata holds its file (`root`,
+`source`), the file's content hash and a `version` (hash of content + chunk settings), plus
+`chunk_index` / `n_chunks`. Chunk ids are derived from (root, source, version, index), so the
+same file always produces the same ids and upserting twice never duplicates.
+
+Order of writes, per file: upsert all new chunks first, then delete that file's other ids.
+Whatever instant a run is killed at, the next run finds each file either complete at its
+current version (then only stale ids are deleted: "repaired"), or incomplete (then it is
+re-embedded and upserted over the same ids), and ends in the same state as one clean run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import UniragError
+from . import store
+from .chunking import Chunk, ChunkSettings, chunk_text, embed_text
+from .readers import (DEFAULT_MAX_BYTES, KINDS, Document, Skipped, SourceFile, content_hash, parse, read_bytes,
+                      walk)
+
+PAUSE_ENV = "UNIRAG_TEST_PAUSE_AFTER_UPSERT"  # tests only: seconds to sleep between upsert and delete
+
+
+@dataclass
+class IngestSummary:
+    """What one ingest run did; `line()` is the one-line summary, `report()` adds the skips."""
+
+    added: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    repaired: list[str] = field(default_factory=list)  # complete already; stale ids of a killed run deleted
+    unchanged: int = 0
+    skipped: list[Skipped] = field(default_factory=list)
+    ignored: int = 0  # files with other extensions
+    deferred: int = 0  # beyond max_files, left as they were
+    chunks_written: int = 0
+    chunks_deleted: int = 0
+    tokens: int = 0
+    embed_seconds: float = 0.0
+    seconds: float = 0.0
+
+    def line(self) -> str:
+        rate = f" ({self.tokens / self.embed_seconds:,.0f} tokens/s)" if self.embed_seconds else ""
+        extra = f", {len(self.repaired)} repaired" if self.repaired else ""
+        extra += f", {self.deferred} not processed (max files)" if self.deferred else ""
+        return (f"{len(self.added)} added, {len(self.changed)} changed, {len(self.removed)} removed, "
+                f"{self.unchanged} unchanged, {len(self.skipped)} skipped{extra}; {self.chunks_written} chunks "
+                f"written, {self.chunks_deleted} deleted; {self.tokens:,} tokens embedded{rate}; "
+                f"{self.seconds:.1f} s")
+
+    def report(self) -> str:
+        lines = [self.line()]
+        lines += [f"  skipped {s.source}: {s.reason}" for s in sorted(self.skipped, key=lambda s: s.source)]
+        if self.ignored:
+            lines.append(f"  ignored {self.ignored} files with other extensions (reads {', '.join(sorted(KINDS))})")
+        return "\n".join(lines)
+
+
+@dataclass
+class _Pending:
+    """A changed file, read and chunked, waiting for its embeddings."""
+
+    file: SourceFile
+    doc: Document
+    hash: str
+    version: str
+    chunks: list[Chunk]
+    old_ids: set[str]
+
+
+def doc_version(file_hash: str, settings: ChunkSettings) -> str:
+    return hashlib.sha256(f"{file_hash}|{settings.signature()}".encode()).hexdigest()[:16]
+
+
+def chunk_id(root: str, source: str, version: str, index: int) -> str:
+    path_key = hashlib.sha256(f"{root}\0{source}".encode()).hexdigest()[:16]
+    return f"{path_key}-{version}-{index:05d}"
+
+
+def scan(root: Path) -> tuple[list[SourceFile], list[Skipped], int]:
+    """`readers.walk`, plus the one-line error for a folder with nothing to read."""
+    files, skipped, ignored = walk(root)
+    if not files and not skipped:
+        raise UniragError(f"no {', '.join(sorted(KINDS))} files under {root}")
+    return files, skipped, ignored
+
+
+def ingest(model, collection, root: str | Path, *, settings: ChunkSettings = ChunkSettings(),
+           max_file_bytes: int = DEFAULT_MAX_BYTES, batch_size: int = 32, max_files: int | None = None,
+           progress: bool = False) -> IngestSummary:
+    """Bring `collection` in line with the files under `root` (a folder, or one file)."""
+    started = time.perf_counter()
+    root = Path(root).expanduser()
+    files, skipped, ignored = scan(root)
+    store.check_model(collection, model)
+    todo = files[:max_files] if max_files is not None else files
+    run = _Run(model, collection, root, settings, batch_size, progress, total=len(todo))
+    run.summary.skipped, run.summary.ignored = skipped, ignored
+    run.summary.deferred = len(files) - len(todo)
+    try:
+        for file in todo:
+            run.visit(file, max_file_bytes)
+        run.flush()
+        gone = set(run.existing) - {f.source for f in files}
+        for source in sorted(gone):
+            store.delete(collection, run.existing[source])
+            run.summary.removed.append(source)
+            run.summary.chunks_deleted += len(run.existing[source])
+    finally:
+        run.bar.close()
+    run.summary.seconds = time.perf_counter() - started
+    return run.summary
+
+
+class _Run:
+    """State of one ingest run: what the collection holds under this root, and the pending batch."""
+
+    def __init__(self, model, collection, root: Path, settings, batch_size, progress, total):
+        from tqdm.auto import tqdm
+
+        self.model, self.collection, self.settings, self.batch_size = model, collection, settings, batch_size
+        self.root = str((root if root.is_dir() else root.parent).resolve())
+        where = {"root": self.root} if root.is_dir() else {"$and": [{"root": self.root}, {"source": root.name}]}
+        self.existing: dict[str, set[str]] = defaultdict(set)
+        self.meta: dict[str, dict] = {}
+        for id_, meta in store.records(collection, where).items():
+            self.existing[meta["source"]].add(id_)
+            self.meta[id_] = meta
+        self.existing = dict(self.existing)
+        self.pooling = store.collection_pooling(collection)
+        self.pending: list[_Pending] = []
+        self.summary = IngestSummary()
+        self.pause = float(os.environ.get(PAUSE_ENV, "0") or 0)
+        self.bar = tqdm(total=total, unit="file", desc="ingest", disable=not progress, file=sys.stderr,
+                        dynamic_ncols=True)
+
+    def visit(self, file: SourceFile, max_file_bytes: int) -> None:
+        old = self.existing.get(file.source, set())
+        data = read_bytes(file, max_file_bytes)
+        if isinstance(data, Skipped):
+            return self.skip(data, old)
+        file_hash = content_hash(data)
+        version = doc_version(file_hash, self.settings)
+        if (current := self.complete_ids(file.source, version, old)) is not None:
+            stale = old - current
+            if stale:  # a killed run upserted this version but did not get to delete the old one
+                store.delete(self.collection, stale)
+                self.summary.repaired.append(file.source)
+                self.summary.chunks_deleted += len(stale)
+            else:
+                self.summary.unchanged += 1
+            self.bar.update(1)
+            return
+        doc = parse(file, data)
+        if isinstance(doc, Skipped):
+            return self.skip(doc, old)
+        chunks = chunk_text(doc.text, self.model.tokenizer, self.settings, doc.markdown)
+        if not chunks:
+            return self.skip(Skipped(file.source, "no text after chunking"), old)
+        self.pending.append(_Pending(file, doc, file_hash, version, chunks, old))
+        if sum(len(p.chunks) for p in self.pending) >= self.batch_size:
+            self.flush()
+
+    def complete_ids(self, source: str, version: str, old: set[str]) -> set[str] | None:
+        """The ids of this version if all of them are stored, else None."""
+        counts = {self.meta[i].get("n_chunks") for i in old if self.meta[i].get("version") == version}
+        if len(counts) != 1:
+            return None
+        expected = {chunk_id(self.root, source, version, i) for i in range(counts.pop())}
+        return expected if expected <= old else None
+
+    def skip(self, skipped: Skipped, old: set[str]) -> None:
+        if old:  # the file is no longer indexable: its old chunks must not answer questions
+            store.delete(self.collection, old)
+            self.summary.chunks_deleted += len(old)
+            skipped = Skipped(skipped.source, skipped.reason + " (its old chunks were removed)")
+        self.summary.skipped.append(skipped)
+        self.bar.update(1)
+
+    def flush(self) -> None:
+        """Embed the pending chunks together; then per file: upsert, and only then delete stale ids."""
+        if not self.pending:
+            return
+        texts = [embed_text(c, p.doc.title, self.settings) for p in self.pending for c in p.chunks]
+        t0 = time.perf_counter()
+        vectors = self.model.embed(texts, pooling=self.pooling, batch_size=self.batch_size)
+        self.summary.embed_seconds += time.perf_counter() - t0
+        self.summary.tokens += sum(c.n_tokens for p in self.pending for c in p.chunks)
+        row = 0
+        for p in self.pending:
+            n = len(p.chunks)
+            ids = [chunk_id(self.root, p.file.source, p.version, c.index) for c in p.chunks]
+            store.upsert(self.collection, ids, vectors[row:row + n], [c.text for c in p.chunks],
+                         [self.metadata(p, c, n) for c in p.chunks])
+            row += n
+            if self.pause:
+                print(f"unirag-test: upserted {p.file.source}", file=sys.stderr, flush=True)
+                time.sleep(self.pause)
+            stale = p.old_ids - set(ids)
+            if stale:
+                store.delete(self.collection, stale)
+            (self.summary.changed if p.old_ids else self.summary.added).append(p.file.source)
+            self.summary.chunks_written += n
+            self.summary.chunks_deleted += len(stale)
+            self.bar.update(1)
+        rate = self.summary.tokens / max(self.summary.embed_seconds, 1e-9)
+        self.bar.set_postfix(chunks=self.summary.chunks_written, tok_s=f"{rate:,.0f}")
+        self.pending = []
+
+    def metadata(self, p: _Pending, chunk: Chunk, n: int) -> dict:
+        return {"root": self.root, "source": p.file.source, "title": p.doc.title, "heading": chunk.heading,
+                "chunk_index": chunk.index, "n_chunks": n, "n_tokens": chunk.n_tokens,
+                "content_hash": p.hash, "version": p.version, "model": self.model.name}

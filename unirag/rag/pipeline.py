@@ -1,0 +1,119 @@
+"""Question -> retrieved chunks -> grounded answer with numbered citations.
+
+The same UniModel embeds the question (with the pooling the collection was built with) and
+writes the answer. The prompt goes through the model's chat template: a system message with the
+rules (answer from the context, cite [n], say so when the context lacks the answer), earlier
+chat turns, then the numbered context blocks "[n] path > heading" and the question. `fit()`
+drops the oldest turns, then the lowest-ranked chunks, so the prompt plus the answer fit the
+model's context window; citations are numbered over exactly the chunks that were shown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+
+from ..errors import UniragError
+from . import store
+
+SYSTEM_PROMPT = (
+    "Answer using only the numbered context passages. Cite them by number, like [1]. "
+    "If the context does not contain the answer, say so; do not guess."
+)
+Turn = tuple[str, str]  # (question, answer)
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One retrieved chunk; score is cosine similarity (1 - Chroma's cosine distance)."""
+
+    id: str
+    score: float
+    text: str
+    source: str
+    heading: str = ""
+    metadata: dict = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return f"{self.source} > {self.heading}" if self.heading else self.source
+
+    @property
+    def first_line(self) -> str:
+        """The first line of text that is not a heading (headings are already in the label)."""
+        lines = [ln.strip() for ln in self.text.splitlines() if ln.strip()]
+        line = next((ln for ln in lines if not ln.startswith("#")), lines[0] if lines else "")
+        return line if len(line) <= 100 else line[:99] + "…"
+
+
+def retrieve(model, collection, question: str, top_k: int = 5) -> list[Hit]:
+    """The top_k chunks nearest to the question, best first."""
+    if not question.strip():
+        raise UniragError("the question is empty")
+    if top_k < 1:
+        raise UniragError("--top-k must be at least 1")
+    store.check_model(collection, model)
+    count = collection.count()
+    if count == 0:
+        return []
+    vector = model.embed([question], pooling=store.collection_pooling(collection))[0]
+    result = collection.query(query_embeddings=[vector], n_results=min(top_k, count),
+                              include=["documents", "metadatas", "distances"])
+    return [Hit(id_, 1.0 - float(dist), doc or "", meta.get("source", ""), meta.get("heading", ""), meta)
+            for id_, doc, meta, dist in zip(result["ids"][0], result["documents"][0],
+                                            result["metadatas"][0], result["distances"][0])]
+
+
+def format_context(hits: Sequence[Hit]) -> str:
+    return "\n\n".join(f"[{i}] {hit.label}\n{hit.text}" for i, hit in enumerate(hits, 1))
+
+
+def build_prompt(question: str, hits: Sequence[Hit], history: Sequence[Turn] = ()) -> list[dict[str, str]]:
+    """Chat messages: system rules, earlier turns, then the numbered context and the question."""
+    messages = [{"role": "system", "content": SYSTEM_PROMPT}]
+    for asked, answered in history:
+        messages += [{"role": "user", "content": asked}, {"role": "assistant", "content": answered}]
+    context = format_context(hits) if hits else "(no passages were found)"
+    messages.append({"role": "user", "content": f"Context:\n{context}\n\nQuestion: {question}"})
+    return messages
+
+
+def fit(model, question: str, hits: Sequence[Hit], history: Sequence[Turn] = (),
+        max_new_tokens: int = 256) -> tuple[list[Hit], list[Turn]]:
+    """Trim history (oldest first), then chunks (lowest first), then the last chunk's text to fit."""
+    hits, history = list(hits), list(history)
+    budget = model.context_window - max_new_tokens
+    while True:
+        excess = len(model.prompt_ids(build_prompt(question, hits, history))) - budget
+        if excess <= 0:
+            return hits, history
+        if history:
+            history.pop(0)
+        elif len(hits) > 1:
+            hits.pop()
+        elif hits:
+            ids = model.tokenizer(hits[0].text, add_special_tokens=False)["input_ids"]
+            keep = len(ids) - excess - 4
+            if keep < 8:
+                raise UniragError(
+                    f"the question leaves no room for context in the model's {model.context_window}-token "
+                    f"window with max_new_tokens={max_new_tokens}; shorten it or lower --max-new-tokens")
+            hits[0] = replace(hits[0], text=model.tokenizer.decode(ids[:keep]) + " …")
+        else:
+            return hits, history
+
+
+def answer(model, question: str, hits: Sequence[Hit], history: Sequence[Turn] = (), *,
+           max_new_tokens: int = 256, temperature: float = 0.0, stream: bool = True) -> Iterator[str] | str:
+    """Generate a grounded answer; with stream=True an iterator of text pieces.
+
+    Call `fit()` first when you print citations, and pass its hits: then the numbers match.
+    """
+    hits, history = fit(model, question, hits, history, max_new_tokens)
+    return model.generate(build_prompt(question, hits, history), max_new_tokens=max_new_tokens,
+                          temperature=temperature, stream=stream)
+
+
+def citations(hits: Sequence[Hit]) -> list[str]:
+    """"[n] path > heading" for each chunk shown to the model, in prompt order."""
+    return [f"[{i}] {hit.label}" for i, hit in enumerate(hits, 1)]
