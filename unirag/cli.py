@@ -14,6 +14,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from .cli_options import AdapterOpt, ModelOpt, PrecisionOpt, load_model
+
 from .errors import UniragError
 from .evaluation.cli import eval_app
 from .rag.cli import ask, chat, ingest, retrieve
@@ -26,18 +28,9 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Registry name, local HF folder or hub id.")]
-AdapterOpt = Annotated[str, typer.Option("--adapter", "-a", help="PEFT adapter folder; 'default' = the shipped UniMAE adapter; 'none' = base model.")]
-PrecisionOpt = Annotated[str, typer.Option(help="auto (bf16 only where the CPU has AMX/AVX512-BF16), fp32 or bf16.")]
 app.add_typer(eval_app, name="eval")
 for _command in (ingest, retrieve, ask, chat):
     app.command()(_command)
-
-
-def _load(model: str, adapter: Optional[str], precision: str = "auto", max_length: int = 512):
-    from .unimodel import UniModel
-
-    return UniModel.load(model, adapter, precision=precision, max_length=max_length)
 
 
 @app.command()
@@ -55,7 +48,7 @@ def embed(
     """Embed texts and print one JSON line per text (or save a .npy matrix)."""
     if texts == ["-"]:
         texts = [line.rstrip("\n") for line in sys.stdin if line.strip()]
-    uni = _load(model, adapter, precision, max_length)
+    uni = load_model(model, adapter, precision, max_length)
     vectors = uni.embed(texts, pooling=pooling, batch_size=batch_size, instruction=instruction,
                         show_progress=len(texts) > batch_size)
     if output is not None:
@@ -80,7 +73,7 @@ def generate(
     precision: PrecisionOpt = "auto",
 ):
     """Generate an answer with the same model that embeds."""
-    uni = _load(model, adapter, precision)
+    uni = load_model(model, adapter, precision)
     result = uni.generate(prompt, max_new_tokens=max_new_tokens, temperature=temperature,
                           system=system, stream=stream)
     if stream:
@@ -138,7 +131,7 @@ def export(
     """Merge an adapter into the base weights and save a plain HF model folder (safetensors)."""
     from .export import export_merged
 
-    out = export_merged(_load(model, adapter), merged)
+    out = export_merged(load_model(model, adapter), merged)
     typer.echo(f"unirag: merged model written to {out} (see {out / 'SERVING.md'})")
 
 
@@ -159,7 +152,7 @@ def demo(
     """Smallest end-to-end run: embed passages, retrieve for a question, answer from the best one."""
     import numpy as np
 
-    uni = _load(model, adapter)
+    uni = load_model(model, adapter)
     vectors = uni.embed(DEMO_PASSAGES)
     query = uni.embed([question])[0]
     scores = vectors @ query

@@ -15,6 +15,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from ..cli_options import AdapterOpt, ModelOpt, PrecisionOpt, load_model
+
 from ..errors import UniragError
 
 eval_app = typer.Typer(
@@ -26,14 +28,10 @@ eval_app = typer.Typer(
 DEFAULT_EMBED_TASKS = "STSBenchmark,SICK-R,STS17,Banking77Classification,SciFact"
 DEFAULT_LM_TASKS = "wikitext2,arc_easy,piqa,sciq,hellaswag,lambada"
 
-ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Registry name, local HF folder or hub id.")]
-AdapterOpt = Annotated[str, typer.Option(
-    "--adapter", "-a", help="PEFT adapter folder; 'default' = the shipped UniMAE adapter; 'none' = base model.")]
 DataOpt = Annotated[Optional[Path], typer.Option(
     "--data", help="Evaluation data folder (default: $UNIRAG_DATA/eval, else ../shared/data/eval).")]
 LimitOpt = Annotated[Optional[int], typer.Option(help="Keep only the first N items of each task (quick runs).")]
 OutputOpt = Annotated[Optional[Path], typer.Option("--output", "-o", help="Folder for JSON results and results.md.")]
-PrecisionOpt = Annotated[str, typer.Option(help="auto, fp32 or bf16.")]
 ProgressOpt = Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress bars.")]
 
 
@@ -56,12 +54,6 @@ def _split(values: list[str] | str | None) -> list[str]:
     if isinstance(values, str):
         values = [values]
     return list(dict.fromkeys(v.strip() for item in values for v in item.split(",") if v.strip()))
-
-
-def _load(model: str, adapter: Optional[str], precision: str, max_length: int = 512):
-    from ..unimodel import UniModel
-
-    return UniModel.load(model, adapter, precision=precision, max_length=max_length)
 
 
 @eval_app.command("embed")
@@ -97,7 +89,7 @@ def embed(
     unknown = [t for t in task_names if t not in TASKS]
     if unknown:
         raise UniragError(f"unknown task(s) {', '.join(unknown)}; known: {', '.join(TASKS)}")
-    uni = _load(model, adapter, precision, max_length)
+    uni = load_model(model, adapter, precision, max_length)
     rows = {}
     for p in poolings or [uni.default_pooling]:
         rows[f"{uni.name} {p}"] = run_tasks(uni, task_names, folder, pooling=p, limit=limit, output_dir=output,
@@ -145,7 +137,7 @@ def lm(
     variants = ["none", adapter_dir] if adapter_dir and compare_base else [adapter_dir or "none"]
     runs: dict[str, dict] = {}
     for variant in variants:  # one model in memory at a time
-        uni = _load(model, variant, precision)
+        uni = load_model(model, variant, precision)
         label = uni.name if uni.name not in runs else f"{uni.name} ({variant})"
         runs[label] = run_lm_eval(uni, folder, task_names, limit=limit, limit_tokens=limit_tokens,
                                   batch_size=batch_size, max_length=window, stride=stride, show_progress=progress)

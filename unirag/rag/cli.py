@@ -12,22 +12,15 @@ from typing import Annotated, Optional
 
 import typer
 
-ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Registry name, local HF folder or hub id.")]
-AdapterOpt = Annotated[str, typer.Option("--adapter", "-a", help="PEFT adapter folder; 'default' = the shipped UniMAE adapter; 'none' = base model.")]
+from ..cli_options import AdapterOpt, ModelOpt, PrecisionOpt, load_model
+
 DbOpt = Annotated[Path, typer.Option("--db", help="Folder of the embedded Chroma database.")]
 UrlOpt = Annotated[Optional[str], typer.Option("--chroma-url", envvar="UNIRAG_CHROMA_URL", help="Use a Chroma server (http://HOST:PORT, see `chroma run`) instead of --db.")]
 CollectionOpt = Annotated[str, typer.Option("--collection", "-c", help="Chroma collection name.")]
 TopKOpt = Annotated[int, typer.Option("--top-k", "-k", min=1, help="How many chunks to retrieve.")]
 MaxNewOpt = Annotated[int, typer.Option(help="Longest answer, in tokens.")]
 TemperatureOpt = Annotated[float, typer.Option(help="0 means greedy.")]
-PrecisionOpt = Annotated[str, typer.Option(help="auto (bf16 only where the CPU has AMX/AVX512-BF16), fp32 or bf16.")]
 DEFAULT_DB = Path(".unirag") / "chroma"
-
-
-def _load(model: str, adapter: str, precision: str):
-    from ..unimodel import UniModel
-
-    return UniModel.load(model, adapter, precision=precision)
 
 
 def _open(model, db: Path, chroma_url: Optional[str], collection: str, create: bool = False):
@@ -62,7 +55,7 @@ def ingest(
 
     settings = ChunkSettings(chunk_size, chunk_overlap, embed_headings)
     scan(path)  # a missing path or an empty folder fails here, before the model loads
-    uni = _load(model, adapter, precision)
+    uni = load_model(model, adapter, precision)
     if chunk_size + 32 > uni.max_length:
         from ..errors import UniragError
 
@@ -90,7 +83,7 @@ def retrieve(
     """Print the top-k chunks for a question (score, source, heading, first line), without generating."""
     from .pipeline import retrieve as run_retrieve
 
-    uni = _load(model, adapter, precision)
+    uni = load_model(model, adapter, precision)
     _, coll = _open(uni, db, chroma_url, collection)
     hits = run_retrieve(uni, coll, question, top_k)
     if not hits:
@@ -133,7 +126,7 @@ def ask(
     precision: PrecisionOpt = "auto",
 ):
     """Answer a question from the indexed documents, streaming, with numbered citations."""
-    uni = _load(model, adapter, precision)
+    uni = load_model(model, adapter, precision)
     _, coll = _open(uni, db, chroma_url, collection)
     _answer_and_cite(uni, coll, question, top_k, [], max_new_tokens, temperature)
 
@@ -150,7 +143,7 @@ def chat(
     precision: PrecisionOpt = "auto",
 ):
     """Chat with your documents: each question retrieves afresh; earlier turns stay in the prompt."""
-    uni = _load(model, adapter, precision)
+    uni = load_model(model, adapter, precision)
     _, coll = _open(uni, db, chroma_url, collection)
     typer.echo(f"unirag chat over {collection!r} ({coll.count()} chunks) with {uni.name}; "
                "an empty line, /exit or Ctrl-D quits.")

@@ -1,0 +1,19 @@
+"""Options and the model loader shared by every `unirag` subcommand (one spelling, one help text)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Registry name, local HF folder or hub id.")]
+AdapterOpt = Annotated[str, typer.Option(
+    "--adapter", "-a", help="PEFT adapter folder; 'default' = the shipped UniMAE adapter; 'none' = base model.")]
+PrecisionOpt = Annotated[str, typer.Option(help="auto (bf16 only where the CPU has AMX/AVX512-BF16), fp32 or bf16.")]
+
+
+def load_model(model: str, adapter: Optional[str] = "default", precision: str = "auto", max_length: int = 512):
+    """Load the one model a command uses (imports torch only when a command needs it)."""
+    from .unimodel import UniModel
+
+    return UniModel.load(model, adapter, precision=precision, max_length=max_length)
