@@ -24,7 +24,9 @@ def tiny(tiny_model_dir):
 
 @pytest.fixture(scope="session")
 def real_model():
-    """The real default model (SmolLM2-135M), loaded once for all integration tests."""
+    """The real default model (SmolLM2-135M + default adapter), loaded once, in fp32 so that
+    exactness checks do not depend on whether this CPU has fast bf16 (test_integration_model
+    checks the bf16 path separately where it is the default)."""
     from unirag import UniModel
 
-    return UniModel.load()
+    return UniModel.load(precision="fp32")

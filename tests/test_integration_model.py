@@ -65,3 +65,22 @@ def test_half_written_cache_is_rebuilt(tmp_path, monkeypatch):
     rebuilt = models.registry_model_dir("smollm2-135m")
     assert (rebuilt / models.CACHE_MARKER).is_file()
     assert os.path.getsize(rebuilt / "model.safetensors") == os.path.getsize(src / "model.safetensors")
+
+
+def test_bf16_autocast_stays_close_to_fp32(real_model):
+    """Where `auto` picks bf16 (CPUs with AMX/AVX512-BF16), embeddings stay close to fp32."""
+    import torch
+
+    from unirag.hardware import cpu_has_fast_bf16
+
+    if not cpu_has_fast_bf16():
+        pytest.skip("no native bf16 on this CPU: `auto` keeps fp32 here (bf16 would be emulated, ~100x slower)")
+    exact = real_model.embed(TEXTS)
+    real_model.autocast_dtype = torch.bfloat16
+    try:
+        fast = real_model.embed(TEXTS)
+        batch = real_model.embed(TEXTS, batch_size=4)
+    finally:
+        real_model.autocast_dtype = None
+    assert (np.sum(exact * fast, axis=1) > 0.99).all()
+    assert (np.sum(batch * fast, axis=1) > 0.999).all()

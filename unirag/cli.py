@@ -19,6 +19,7 @@ from .cli_options import AdapterOpt, ModelOpt, PrecisionOpt, load_model
 from .errors import UniragError
 from .evaluation.cli import eval_app
 from .rag.cli import ask, chat, ingest, retrieve
+from apps.gradio_app import app_command
 
 app = typer.Typer(
     name="unirag",
@@ -31,6 +32,7 @@ app = typer.Typer(
 app.add_typer(eval_app, name="eval")
 for _command in (ingest, retrieve, ask, chat):
     app.command()(_command)
+app.command("app")(app_command)
 
 
 @app.command()
