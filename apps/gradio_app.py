@@ -35,6 +35,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from unirag.cli_options import AdapterOpt, ModelOpt, PrecisionOpt, load_model
 from unirag.errors import UniragError
 from unirag.rag import store
 from unirag.rag.chunking import ChunkSettings
@@ -453,8 +454,8 @@ def launch(model, host: str = "127.0.0.1", port: int = 7860, share: bool = False
 
 # ---------------------------------------------------------------------- `unirag app`
 def app_command(
-    model: Annotated[str, typer.Option("--model", "-m", help="Registry name, local HF folder or hub id.")] = "smollm2-135m",
-    adapter: Annotated[str, typer.Option("--adapter", "-a", help="PEFT adapter folder; 'default' = the shipped UniMAE adapter; 'none' = base model.")] = "default",
+    model: ModelOpt = "smollm2-135m",
+    adapter: AdapterOpt = "default",
     db: Annotated[Path, typer.Option("--db", help="Folder of the embedded Chroma database.")] = DEFAULT_DB,
     chroma_url: Annotated[Optional[str], typer.Option("--chroma-url", envvar="UNIRAG_CHROMA_URL", help="Use a Chroma server (http://HOST:PORT) instead of --db.")] = None,
     collection: Annotated[str, typer.Option("--collection", "-c", help="Collection selected when the page opens.")] = "docs",
@@ -466,13 +467,11 @@ def app_command(
     max_new_tokens: Annotated[int, typer.Option(help="Longest answer, in tokens.")] = 256,
     upload_dir: Annotated[Optional[Path], typer.Option(help="Where uploads are kept (default: next to --db, 'uploads/').")] = None,
     max_upload_mb: Annotated[float, typer.Option(help="Largest accepted upload, per file.")] = MAX_UPLOAD_MB,
-    precision: Annotated[str, typer.Option(help="auto (bf16 only where the CPU has AMX/AVX512-BF16), fp32 or bf16.")] = "auto",
+    precision: PrecisionOpt = "auto",
 ):
     """Chat with your documents in the browser: streamed answers, sources, uploads (Gradio)."""
-    from unirag.unimodel import UniModel
-
     credentials = parse_auth(auth)  # a malformed --auth fails before the model loads
-    uni = UniModel.load(model, adapter, precision=precision)
+    uni = load_model(model, adapter, precision)
     typer.echo(f"unirag app: {uni.name}, collection {collection!r} at {chroma_url or db}; "
                f"http://{host}:{port}" + (" (login required)" if credentials else ""))
     launch(uni, host=host, port=port, share=share, auth=credentials, db=db, chroma_url=chroma_url,

@@ -84,3 +84,14 @@ def test_bf16_autocast_stays_close_to_fp32(real_model):
         real_model.autocast_dtype = None
     assert (np.sum(exact * fast, axis=1) > 0.99).all()
     assert (np.sum(batch * fast, axis=1) > 0.999).all()
+
+
+def test_demo_main_job_without_app(tmp_path):
+    """The README's main job, minus the blocking app: index docs/, answer with citations."""
+    from typer.testing import CliRunner
+
+    from unirag.cli import app
+
+    result = CliRunner().invoke(app, ["demo", "--no-app", "--db", str(tmp_path / "db")])
+    assert result.exit_code == 0, result.output
+    assert "added" in result.output and "Sources:" in result.output and "[1] " in result.output

