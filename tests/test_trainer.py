@@ -66,6 +66,18 @@ def test_resume_equals_uninterrupted(tiny_model_dir, corpus, tmp_path):
         np.testing.assert_allclose(a[key].numpy(), b[key].numpy(), atol=1e-5, err_msg=key)
 
 
+def test_resume_at_the_last_step_only_writes_the_output(tiny_model_dir, corpus, tmp_path):
+    out = run(tiny_model_dir, corpus, tmp_path / "done", steps=3)
+    before = load_file(out / "adapter_model.safetensors")
+    (out / "adapter_model.safetensors").unlink()
+    again = train(load_config("test-tiny", {"steps": "3"}), str(tiny_model_dir), str(corpus), str(out), resume=True)
+    assert json.loads((again / "unirag.json").read_text())["steps_done"] == 3
+    assert not (again / "checkpoints" / "checkpoint-4").exists()
+    after = load_file(again / "adapter_model.safetensors")
+    for key in before:
+        np.testing.assert_allclose(before[key].numpy(), after[key].numpy(), atol=1e-6)
+
+
 def test_existing_checkpoints_need_resume(tiny_model_dir, corpus, tmp_path):
     out = run(tiny_model_dir, corpus, tmp_path / "x", steps=3)
     with pytest.raises(UniragError, match="--resume"):

@@ -21,7 +21,8 @@ from pathlib import Path
 
 import torch
 import torch.nn as nn
-from transformers import Trainer, TrainerCallback, TrainingArguments
+from transformers import Trainer, TrainerCallback, TrainerState, TrainingArguments
+from transformers.trainer_utils import get_last_checkpoint
 
 from ..adapters import UNIRAG_JSON, base_fingerprint
 from ..errors import UniragError
@@ -302,8 +303,14 @@ def train(config: TrainConfig, model: str, data: str, output: str, resume: bool 
                             callbacks=[stopper], unirag_meta=meta)
     previous = {s: signal.signal(s, stopper.request) for s in (signal.SIGINT, signal.SIGTERM)}
     started = time.time()
+    last = get_last_checkpoint(str(ckpt_dir)) if resume else None
     try:
-        trainer.train(resume_from_checkpoint=bool(resume))
+        if last and int(Path(last).name.rsplit("-", 1)[1]) >= config.steps:
+            # Already there: Trainer would still run one more step, so just load and write out.
+            trainer._load_from_checkpoint(last)
+            trainer.state = TrainerState.load_from_json(str(Path(last) / "trainer_state.json"))
+        else:
+            trainer.train(resume_from_checkpoint=last or False)
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
