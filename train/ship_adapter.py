@@ -32,8 +32,10 @@ def main() -> None:
     tensors = load_file(args.source / "adapter_model.safetensors")
     save_file({k: v.to(torch.bfloat16).contiguous() for k, v in tensors.items()},
               tmp / "adapter_model.safetensors", metadata={"format": "pt"})
-    shutil.copy(args.source / "adapter_config.json", tmp)
     info = json.loads((args.source / "unirag.json").read_text())
+    adapter_config = json.loads((args.source / "adapter_config.json").read_text())
+    adapter_config["base_model_name_or_path"] = info["base_model"]  # not this machine's cache path
+    (tmp / "adapter_config.json").write_text(json.dumps(adapter_config, indent=2))
     info.update(name=args.name, weights_dtype="bfloat16")
     (tmp / "unirag.json").write_text(json.dumps(info, indent=2))
     card = (args.source / "README.md").read_text().replace(f"# {args.source.name}", f"# {args.name}", 1)
