@@ -54,7 +54,7 @@ def tune_allocator() -> bool:
 
     By default glibc serves every allocation above ~128 KB-32 MB with a fresh mmap and unmaps it
     on free, so each new activation tensor page-faults its memory in again. On the 2-core VMs we
-    measured, that made a training forward pass 3-5x slower (benchmarks/allocator.py). Raising
+    measured, that made a training forward pass 3-5x slower (benchmarks/cpu_basics.py). Raising
     the mmap threshold and never trimming lets the heap reuse pages. Returns True if applied.
     """
     import ctypes
