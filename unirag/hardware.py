@@ -53,9 +53,10 @@ def tune_allocator() -> bool:
     """Keep freed tensor memory in the process instead of returning it to the kernel.
 
     By default glibc serves every allocation above ~128 KB-32 MB with a fresh mmap and unmaps it
-    on free, so each new activation tensor page-faults its memory in again. On the 2-core VMs we
-    measured, that made a training forward pass 3-5x slower (benchmarks/cpu_basics.py). Raising
-    the mmap threshold and never trimming lets the heap reuse pages. Returns True if applied.
+    on free, so each new activation tensor page-faults its memory in again. On this project's
+    2-core VM a training forward pass ran 3-5x slower that way (a first hand measurement;
+    benchmarks/cpu_basics.py repeats it). Raising the mmap threshold and never trimming lets the
+    heap reuse pages. Returns True if applied.
     """
     import ctypes
     import ctypes.util
