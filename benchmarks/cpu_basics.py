@@ -81,7 +81,7 @@ def main() -> None:
     for label, extra in (("malloc tuned", {}), ("glibc default", {"UNIRAG_NO_MALLOC_TUNING": "1"})):
         out = subprocess.run(cmd, env={**os.environ, **extra}, capture_output=True, text=True, check=True)
         results[f"step_seconds ({label})"] = json.loads(out.stdout.strip().splitlines()[-1])
-    print(f"| measure | value |\n|---|---|")
+    print("| measure | value |\n|---|---|")
     for key, value in results.items():
         print(f"| {key} | {value} |")
     tuned = sum(results["step_seconds (malloc tuned)"]) / args.repeats

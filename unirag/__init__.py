@@ -3,16 +3,26 @@
 from .errors import UniragError
 from .hardware import tune_allocator
 from .models import DEFAULT_MODEL
-from .unimodel import POOLINGS, UniModel
 
 __version__ = "0.1.0"
 
 tune_allocator()  # see hardware.tune_allocator: 3-5x faster training steps on CPU
 
 
-def load(model: str | None = None, adapter: str | None = "default", **kwargs) -> UniModel:
+def load(model: str | None = None, adapter: str | None = "default", **kwargs) -> "UniModel":
     """Shortcut for `UniModel.load`: the one model a process should hold."""
+    from .unimodel import UniModel
+
     return UniModel.load(model, adapter, **kwargs)
+
+
+def __getattr__(name: str):
+    """`UniModel` and `POOLINGS` import torch; load them on first use so the CLI starts fast."""
+    if name in ("UniModel", "POOLINGS"):
+        from . import unimodel
+
+        return getattr(unimodel, name)
+    raise AttributeError(f"module 'unirag' has no attribute {name!r}")
 
 
 __all__ = ["DEFAULT_MODEL", "POOLINGS", "UniModel", "UniragError", "load", "__version__"]

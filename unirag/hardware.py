@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:  # torch is imported only when a model is used, so `unirag --help` stays fast
+    import torch
 
 
 @functools.cache
@@ -29,8 +31,10 @@ def cpu_has_fast_bf16() -> bool:
     return "amx_bf16" in flags or "avx512_bf16" in flags
 
 
-def resolve_precision(precision: str, device: torch.device) -> torch.dtype | None:
+def resolve_precision(precision: str, device: "torch.device") -> "torch.dtype | None":
     """Map "auto" | "fp32" | "bf16" to the autocast dtype (None means plain fp32)."""
+    import torch
+
     if precision not in ("auto", "fp32", "bf16"):
         from .errors import UniragError
 
