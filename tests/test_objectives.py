@@ -8,6 +8,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from unirag.training.objectives import (
     IGNORE_INDEX,
     TinyDecoder,
+    anchor_loss,
     eos_hidden,
     gem_attention_mask,
     gem_embedding,
@@ -277,3 +278,14 @@ def test_gem_mask_hides_prefix_from_later_text_in_one_layer():
         b = model(input_ids=changed, attention_mask=gm).logits
     assert torch.allclose(a[0, s + k :], b[0, s + k :], atol=1e-6)
     assert not torch.allclose(a[0, s : s + k], b[0, s : s + k], atol=1e-4)
+
+
+def test_anchor_loss_is_zero_for_the_teacher_and_ignores_padding():
+    torch.manual_seed(0)
+    teacher = torch.randn(2, 5, 11)
+    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])
+    assert anchor_loss(teacher, teacher, mask).item() < 1e-6
+    student = teacher.clone()
+    student[1, 3:] = torch.randn(2, 11) * 5  # changes only padded positions
+    assert anchor_loss(student, teacher, mask).item() < 1e-6
+    assert anchor_loss(torch.randn(2, 5, 11), teacher, mask).item() > 0.01

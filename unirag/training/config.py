@@ -45,6 +45,12 @@ class TrainConfig:
     p_mrc: float = 0.5
     mask_token: str = "auto"           # a token string, or auto: see data.choose_mask_token
     decoder_layers: int = 1
+    # unirag's addition, not in the paper (0 = off): the first `anchor_rows` rows of every micro-batch
+    # stay uncorrupted and their next-token distribution is pulled towards the frozen base model's
+    # (KL, teacher = adapter switched off), so that generation is kept. Costs one no-grad forward of
+    # those rows.
+    anchor_weight: float = 0.0
+    anchor_rows: int = 2
     decoder_heads: int = 0             # 0: the LLM's number of attention heads
     # SimCSE (run after UniMAE, from its adapter)
     temperature: float = 0.05
@@ -72,6 +78,10 @@ class TrainConfig:
         for name in ("p_mar", "p_mrc"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise UniragError(f"{name} must be between 0 and 1")
+        if self.anchor_weight < 0 or self.anchor_rows < 0:
+            raise UniragError("anchor_weight and anchor_rows must be >= 0")
+        if self.anchor_weight > 0 and self.full_finetune:
+            raise UniragError("anchor_weight needs LoRA (the base model is the adapter switched off)")
         if self.steps < 1 or self.max_length < 8:
             raise UniragError("steps must be >= 1 and max_length >= 8")
         return self

@@ -35,6 +35,7 @@ __all__ = [
     "last_real_index",
     "mar_corrupt",
     "mar_loss",
+    "anchor_loss",
     "eos_hidden",
     "mrc_attention_mask",
     "TinyDecoder",
@@ -104,6 +105,18 @@ def mar_loss(logits: torch.Tensor, labels_ids: torch.Tensor, attention_mask: tor
     predict labels_ids[t+1]. Mean over real target tokens; padding targets ignored."""
     labels = labels_ids.masked_fill(attention_mask == 0, IGNORE_INDEX)
     return _shifted_ce(logits, labels)
+
+
+def anchor_loss(logits: torch.Tensor, teacher_logits: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """KL(teacher || student) of the next-token distributions, mean over real positions.
+
+    Pulls the adapted model back towards the frozen base model on clean text: the direct way to
+    keep generation while the embedding objectives move the weights."""
+    teacher = F.log_softmax(teacher_logits.float(), dim=-1)
+    student = F.log_softmax(logits.float(), dim=-1)
+    kl = (teacher.exp() * (teacher - student)).sum(-1)
+    real = attention_mask.to(kl.dtype)
+    return (kl * real).sum() / real.sum().clamp(min=1)
 
 
 def eos_hidden(hidden_states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:

@@ -28,7 +28,7 @@ from ..adapters import UNIRAG_JSON, base_fingerprint
 from ..errors import UniragError
 from .config import TrainConfig
 from .objectives import (IGNORE_INDEX, TinyDecoder, eos_hidden, gem_attention_mask, gem_embedding, gem_insert,
-                         gem_labels, mar_corrupt, mar_loss, mrc_loss, simcse_loss)
+                         gem_labels, mar_corrupt, mar_loss, mrc_loss, simcse_loss, anchor_loss)
 
 CHECKPOINTS = "checkpoints"
 TRAINABLE_FILE = "model.safetensors"  # the name Trainer looks for when resuming
@@ -75,13 +75,20 @@ class UniMAEModule(nn.Module):
             return self.gem_forward(input_ids, attention_mask, generator)
         corrupted, _ = mar_corrupt(input_ids, attention_mask, self.mask_token_id, self.config.p_mar,
                                    generator=generator)
+        n_anchor = min(self.config.anchor_rows, len(input_ids)) if self.config.anchor_weight > 0 else 0
+        corrupted[:n_anchor] = input_ids[:n_anchor]  # anchor rows stay clean
         states = self.hidden(corrupted, attention_mask)
+        head = self.causal_lm.get_output_embeddings()
         parts = {}
         loss = torch.zeros((), device=input_ids.device)
-        if self.config.alpha > 0:
-            logits = self.causal_lm.get_output_embeddings()(states)
-            parts["mar"] = mar_loss(logits, input_ids, attention_mask)
+        if self.config.alpha > 0 and n_anchor < len(input_ids):
+            parts["mar"] = mar_loss(head(states[n_anchor:]), input_ids[n_anchor:], attention_mask[n_anchor:])
             loss = loss + self.config.alpha * parts["mar"]
+        if n_anchor:
+            with torch.no_grad(), self.llm.disable_adapter():
+                teacher = self.causal_lm(input_ids=input_ids[:n_anchor], attention_mask=attention_mask[:n_anchor]).logits
+            parts["anchor"] = anchor_loss(head(states[:n_anchor]), teacher, attention_mask[:n_anchor])
+            loss = loss + self.config.anchor_weight * parts["anchor"]
         h_eos = eos_hidden(states, attention_mask)
         token_embeds = self.causal_lm.get_input_embeddings()(input_ids).detach()
         logits = self.decoder(h_eos, token_embeds, attention_mask, self.config.p_mrc, generator)
