@@ -25,6 +25,7 @@ import torch
 
 from .errors import UniragError
 from .hardware import resolve_precision
+from .prefix_cache import PrefixCache
 
 POOLINGS = ("eos", "mean", "last", "echo")
 log = logging.getLogger("unirag")
@@ -122,29 +123,41 @@ class UniModel:
         full = head + ids + ids  # echo
         return _Encoded(full, len(head) + len(ids), len(full), truncated)
 
-    def embed(self, texts: str | Sequence[str], pooling: str | None = None, batch_size: int = 32,
-              instruction: str | None = None, normalize: bool = True,
-              show_progress: bool = False) -> np.ndarray:
-        """Embed texts into a float32 array (n, hidden_size); rows are L2-normalised by default."""
-        if isinstance(texts, str):
-            texts = [texts]
+    def _prepare(self, texts: Sequence[str], pooling: str | None,
+                 instruction: str | None) -> tuple[str, list[_Encoded]]:
+        """Check the arguments and tokenise; warns once about truncated texts."""
         pooling = pooling or self.default_pooling
         if pooling not in POOLINGS:
             raise UniragError(f"unknown pooling {pooling!r}; choose one of {', '.join(POOLINGS)}")
         if any(not isinstance(t, str) for t in texts):
             raise UniragError("embed() takes strings")
-        hidden = self.model.config.hidden_size
-        if len(texts) == 0:
-            return np.zeros((0, hidden), dtype=np.float32)
         instruction_ids = self.tokenizer(instruction, add_special_tokens=False)["input_ids"] if instruction else []
         encoded = [self._encode(t, pooling, instruction_ids) for t in texts]
         n_truncated = sum(e.truncated for e in encoded)
         if n_truncated:
             log.warning("%d of %d texts were longer than max_length=%d tokens and were truncated",
                         n_truncated, len(texts), self.max_length)
+        return pooling, encoded
+
+    def embed(self, texts: str | Sequence[str], pooling: str | None = None, batch_size: int | None = 32,
+              instruction: str | None = None, normalize: bool = True, show_progress: bool = False,
+              max_batch_tokens: int = 16384) -> np.ndarray:
+        """Embed texts into a float32 array (n, hidden_size); rows are L2-normalised by default.
+
+        Texts run longest first; a batch ends at `batch_size` rows (None: no row limit) or
+        before its padded size (rows x longest) would pass `max_batch_tokens`, so short texts
+        share big batches and long ones small batches, at a bounded memory cost.
+        """
+        if isinstance(texts, str):
+            texts = [texts]
+        pooling, encoded = self._prepare(texts, pooling, instruction)
+        hidden = self.model.config.hidden_size
+        if len(texts) == 0:
+            return np.zeros((0, hidden), dtype=np.float32)
         order = sorted(range(len(texts)), key=lambda i: -len(encoded[i].ids))  # less padding
         out = np.empty((len(texts), hidden), dtype=np.float32)
-        batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+        batches = token_budget_batches([len(encoded[i].ids) for i in order], batch_size, max_batch_tokens)
+        batches = [[order[j] for j in batch] for batch in batches]
         if show_progress:
             from tqdm.auto import tqdm
 
@@ -156,11 +169,28 @@ class UniModel:
             out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
         return out
 
-    def _embed_batch(self, items: list[_Encoded]) -> np.ndarray:
+    def embed_with_cache(self, text: str, pooling: str | None = None, instruction: str | None = None,
+                         normalize: bool = True) -> tuple[np.ndarray, PrefixCache]:
+        """Embed one text and keep the KV cache of that pass.
+
+        The vector is the one `embed([text])` gives. Passing the PrefixCache to `generate`
+        skips the prefill of every leading prompt token that matches the embedded ids.
+        """
+        from transformers import DynamicCache
+
+        _, (encoded,) = self._prepare([text], pooling, instruction)
+        cache = DynamicCache(config=self.model.config)
+        vector = self._embed_batch([encoded], cache)[0]
+        if normalize:
+            vector /= max(float(np.linalg.norm(vector)), 1e-12)
+        return vector, PrefixCache(list(encoded.ids), cache, self.autocast_dtype)
+
+    def _embed_batch(self, items: list[_Encoded], cache=None) -> np.ndarray:
         """Right-pad, run the decoder stack without the LM head, pool each row's own slice.
 
         With causal attention and right padding, padding comes after every real token, so it
         can never change a real token's hidden state: a text embeds the same alone or batched.
+        A `cache` (one row only) is filled with the pass's keys and values.
         """
         length = max(len(e.ids) for e in items)
         ids = torch.full((len(items), length), self._pad_id, dtype=torch.long)
@@ -171,15 +201,19 @@ class UniModel:
             attention[row, : len(e.ids)] = 1
             pool[row, e.pool_start:e.pool_end] = 1.0
         with self._lock, torch.inference_mode(), self._autocast():
-            states = self.hidden_states(ids.to(self.device), attention.to(self.device))
+            states = self.hidden_states(ids.to(self.device), attention.to(self.device), cache)
         states = states.float().cpu()
         pooled = (states * pool[..., None]).sum(1) / pool.sum(1, keepdim=True)
         return pooled.numpy()
 
-    def hidden_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """Last-layer hidden states (after the final norm) from the decoder, skipping the LM head."""
+    def hidden_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, cache=None) -> torch.Tensor:
+        """Last-layer hidden states (after the final norm) from the decoder, skipping the LM head.
+
+        No KV cache is built unless one is passed (transformers would otherwise make one).
+        """
         model = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model  # PEFT
-        return model.base_model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        return model.base_model(input_ids=input_ids, attention_mask=attention_mask, past_key_values=cache,
+                                use_cache=cache is not None).last_hidden_state
 
     # ------------------------------------------------------------------ generation
     def prompt_ids(self, prompt: str | Messages, system: str | None = None) -> list[int]:
@@ -196,6 +230,16 @@ class UniModel:
         text = "\n\n".join(m["content"] for m in messages)
         return self._prefix_ids + self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
+    def reusable_prefix(self, prefix: PrefixCache | None, prompt_ids: Sequence[int]) -> int:
+        """How many leading prompt tokens `generate` would take from `prefix` (0: none)."""
+        if prefix is None:
+            return 0
+        if prefix.autocast_dtype != self.autocast_dtype:
+            log.info("prefix cache made under %s, generation runs under %s: not reused",
+                     prefix.autocast_dtype, self.autocast_dtype)
+            return 0
+        return prefix.reusable(prompt_ids)
+
     def _stop_ids(self) -> set[int]:
         stops = {self.tokenizer.eos_token_id}
         configured = getattr(self.model.generation_config, "eos_token_id", None)
@@ -207,10 +251,11 @@ class UniModel:
 
     def generate(self, prompt: str | Messages, max_new_tokens: int = 256, temperature: float = 0.0,
                  top_p: float = 1.0, stream: bool = False, system: str | None = None,
-                 seed: int | None = None) -> str | Iterator[str]:
+                 seed: int | None = None, prefix: PrefixCache | None = None) -> str | Iterator[str]:
         """Answer a prompt (or chat messages). Greedy when temperature is 0.
 
-        With stream=True, returns an iterator of text pieces as they are decoded.
+        With stream=True, returns an iterator of text pieces as they are decoded. `prefix`
+        (from `embed_with_cache`) skips the prefill of the prompt tokens it already holds.
         """
         ids = self.prompt_ids(prompt, system)
         if len(ids) + max_new_tokens > self.context_window:
@@ -218,14 +263,14 @@ class UniModel:
                 f"the prompt has {len(ids)} tokens; with max_new_tokens={max_new_tokens} it exceeds "
                 f"the model's context window of {self.context_window} tokens. Shorten it."
             )
-        pieces = self._stream_text(ids, max_new_tokens, temperature, top_p, seed)
+        pieces = self._stream_text(ids, max_new_tokens, temperature, top_p, seed, prefix)
         return pieces if stream else "".join(pieces)
 
-    def _stream_text(self, prompt_ids, max_new_tokens, temperature, top_p, seed) -> Iterator[str]:
+    def _stream_text(self, prompt_ids, max_new_tokens, temperature, top_p, seed, prefix=None) -> Iterator[str]:
         """Decode incrementally; hold back pieces that end inside a multi-byte character."""
         generated: list[int] = []
         shown = ""
-        for token_id in self.generate_ids(prompt_ids, max_new_tokens, temperature, top_p, seed):
+        for token_id in self.generate_ids(prompt_ids, max_new_tokens, temperature, top_p, seed, prefix):
             generated.append(token_id)
             text = self.tokenizer.decode(generated, skip_special_tokens=True)
             if text.endswith("\ufffd"):
@@ -235,14 +280,25 @@ class UniModel:
                 shown = text
 
     def generate_ids(self, prompt_ids: list[int], max_new_tokens: int = 256, temperature: float = 0.0,
-                     top_p: float = 1.0, seed: int | None = None) -> Iterator[int]:
-        """Yield new token ids one by one (stop tokens are not yielded)."""
+                     top_p: float = 1.0, seed: int | None = None,
+                     prefix: PrefixCache | None = None) -> Iterator[int]:
+        """Yield new token ids one by one (stop tokens are not yielded).
+
+        With a `prefix`, the longest run of leading prompt ids it shares (leaving at least one
+        to prefill) comes from a copy of its cache, and only the rest of the prompt is run.
+        """
         from transformers import DynamicCache
 
         generator = torch.Generator().manual_seed(seed) if seed is not None else None
         stops = self._stop_ids()
-        cache = DynamicCache(config=self.model.config)
-        step_input = torch.tensor([prompt_ids], device=self.device)
+        reused = self.reusable_prefix(prefix, prompt_ids)
+        if reused:
+            with self._lock, torch.inference_mode():
+                cache = prefix.cropped_copy(reused)
+        else:
+            cache = DynamicCache(config=self.model.config)
+        log.debug("generate: %d of %d prompt tokens reused from the prefix cache", reused, len(prompt_ids))
+        step_input = torch.tensor([prompt_ids[reused:]], device=self.device)
         for _ in range(max_new_tokens):
             # Contexts are entered per step, not around the loop: a streaming consumer (e.g. a
             # web server's thread pool) may resume this generator on another thread, and both
@@ -254,6 +310,23 @@ class UniModel:
                 return
             yield next_id
             step_input = torch.tensor([[next_id]], device=self.device)
+
+
+def token_budget_batches(lengths: Sequence[int], max_rows: int | None, max_tokens: int) -> list[list[int]]:
+    """Cut positions 0..n-1 (lengths sorted longest first) into consecutive batches of at most
+    `max_rows` rows whose padded size, rows x the first (longest) length, stays within
+    `max_tokens`; a text longer than the budget gets a batch of its own."""
+    if max_rows is not None and max_rows < 1:
+        raise UniragError("batch_size must be at least 1")
+    batches: list[list[int]] = []
+    for i in range(len(lengths)):
+        batch = batches[-1] if batches else None
+        if (batch and (max_rows is None or len(batch) < max_rows)
+                and lengths[batch[0]] * (len(batch) + 1) <= max_tokens):
+            batch.append(i)
+        else:
+            batches.append([i])
+    return batches
 
 
 def _sample(logits: torch.Tensor, temperature: float, top_p: float, generator) -> int:
