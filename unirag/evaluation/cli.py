@@ -151,3 +151,105 @@ def lm(
         (output / "lm_results.json").write_text(json.dumps(record, indent=2), encoding="utf-8")
         (output / "lm_results.md").write_text(table, encoding="utf-8")
         typer.echo(f"unirag: results written to {output}", err=True)
+
+
+@eval_app.command("rag")
+def rag(
+    docs: Annotated[Optional[Path], typer.Option(
+        help="Folder of documents to index (default: the Rust book next to the evaluation data, "
+             "<data>/../docs/rust-book/src).")] = None,
+    questions: Annotated[Optional[Path], typer.Option(
+        help='JSONL, one {"q": ..., "files": [...]} per line (default: <data>/rag/rust_book_dev.jsonl).')] = None,
+    db: Annotated[Path, typer.Option("--db", help="Folder of the embedded Chroma database.")] = Path(".unirag") / "chroma",
+    collection: Annotated[str, typer.Option("--collection", "-c", help="Chroma collection; ingested incrementally "
+                                            "(only new or changed files are embedded).")] = "rag-eval",
+    top_k: Annotated[int, typer.Option("--top-k", "-k", min=1, help="Deepest rank scored (hit@1,3,5 up to it, and hit@top-k).")] = 5,
+    model: ModelOpt = "smollm2-135m",
+    adapter: AdapterOpt = "default",
+    chunk_size: Annotated[int, typer.Option(help="Tokens per chunk (as `unirag ingest`).")] = 256,
+    chunk_overlap: Annotated[int, typer.Option(help="Tokens shared by consecutive chunks (as `unirag ingest`).")] = 32,
+    embed_headings: Annotated[bool, typer.Option(help="Embed 'title / heading path' before each chunk (as `unirag ingest`).")] = False,
+    data: DataOpt = None,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="JSON file for the metrics and every "
+                                                   "question's ranking; a .md table is written beside it.")] = None,
+    precision: PrecisionOpt = "auto",
+    progress: ProgressOpt = True,
+):
+    """Retrieval quality on a question set: file-level hit@1/3/5, MRR and p50 latency of `retrieve`.
+
+    Indexes --docs into --collection first (incrementally, like `unirag ingest`), then runs every
+    question through the same retrieval function `unirag ask` uses. See unirag/evaluation/rag.py
+    for the exact definitions.
+    """
+    from ..rag.chunking import ChunkSettings
+    from ..rag.ingest import ingest as run_ingest
+    from ..rag.ingest import scan
+    from ..rag.store import connect, open_collection, records
+    from .rag import load_questions, rag_results_markdown, run_rag_eval, same_file
+
+    if docs is None or questions is None:
+        folder = data_dir(data)
+        docs = docs or folder.parent / "docs" / "rust-book" / "src"
+        questions = questions or folder / "rag" / "rust_book_dev.jsonl"
+    items = load_questions(questions)
+    settings = ChunkSettings(chunk_size, chunk_overlap, embed_headings)
+    files, _, _ = scan(docs)  # a missing or empty folder fails before the model loads
+    sources = [f.source for f in files]
+    missing = sorted({g for q in items for g in q.files
+                      if not any(same_file(s, g) for s in sources)})
+    if missing:
+        typer.echo(f"unirag: warning: {len(missing)} answer file(s) are not under {docs}: "
+                   f"{', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}", err=True)
+    uni = load_model(model, adapter, precision)
+    if chunk_size + 32 > uni.max_length:
+        raise UniragError(f"--chunk-size {chunk_size} leaves no room under the model's max_length {uni.max_length}")
+    coll = open_collection(connect(db), collection, uni, create=True)
+    summary = run_ingest(uni, coll, docs, settings=settings, progress=progress)
+    typer.echo(f"unirag: {collection!r}: {summary.line()}", err=True)
+    root = str((docs if docs.is_dir() else docs.parent).resolve())
+    own = len(records(coll, {"root": root}))
+    if own != coll.count():
+        typer.echo(f"unirag: warning: collection {collection!r} also holds {coll.count() - own} chunks of other "
+                   "folders, which compete in retrieval; use a --collection of its own", err=True)
+    result = run_rag_eval(uni, coll, items, top_k=top_k, show_progress=progress)
+    label = f"{uni.name} {collection}" + (" +headings" if embed_headings else "")
+    table = rag_results_markdown({label: result["metrics"]})
+    typer.echo(table, nl=False)
+    if output is not None:
+        record = {"model": uni.name, "docs": str(docs), "questions": str(questions), "collection": collection,
+                  "chunks": coll.count(), "top_k": top_k, "chunk_settings": settings.signature(),
+                  "ingest": summary.line(), **result}
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(json.dumps(record, indent=2), encoding="utf-8")
+        output.with_suffix(".md").write_text(table, encoding="utf-8")
+        typer.echo(f"unirag: results written to {output}", err=True)
+
+
+@eval_app.command("tsne")
+def tsne(
+    model: ModelOpt = "smollm2-135m",
+    adapter: AdapterOpt = "default",
+    base_pooling: Annotated[str, typer.Option(help="Pooling for the base model's panel.")] = "eos",
+    classes: Annotated[int, typer.Option(help="How many of Banking77's largest intents to plot.")] = 6,
+    data: DataOpt = None,
+    output: Annotated[Path, typer.Option("--output", "-o", help="PNG file to write.")] = Path("runs/figures/tsne_banking77.png"),
+    precision: PrecisionOpt = "auto",
+):
+    """The paper's Figure 2: t-SNE of Banking77 test texts of the largest intents, base vs adapted."""
+    from .figures import intent_texts, largest_intents, save_tsne_figure, tsne_panel
+
+    folder = data_dir(data)
+    intents = largest_intents(folder, classes)
+    texts, labels = intent_texts(folder, intents)
+    panels = {}
+    for role, variant, pooling in (("base", "none", base_pooling), ("adapted", adapter, None)):
+        uni = load_model(model, variant, precision)
+        pooling = pooling or uni.default_pooling
+        vectors = uni.embed(texts, pooling=pooling)
+        panels[f"{role}: {uni.name} ({pooling})"] = tsne_panel(vectors, labels)
+        del uni
+        gc.collect()
+    path = save_tsne_figure(panels, labels, output)
+    for title, (_, silhouette) in panels.items():
+        typer.echo(f"{title}: silhouette {silhouette:.3f} over {len(texts)} texts, {len(intents)} intents")
+    typer.echo(f"unirag: figure written to {path}", err=True)
