@@ -206,6 +206,13 @@ def test_other_model_is_refused(tiny, tmp_path):
         store.open_collection(store.connect(tmp_path / "db"), "docs", tiny)
 
 
+def test_bad_collection_name_is_a_user_error(tiny, tmp_path):
+    client = store.connect(tmp_path / "db")
+    for name in ("t", "no spaces!"):  # chromadb's InvalidArgumentError, not a traceback
+        with pytest.raises(UniragError, match="bad collection name"):
+            store.open_collection(client, name, tiny, create=True)
+
+
 # ---------------------------------------------------------------------- retrieve / ask / chat
 def test_retrieve_prompt_and_streamed_answer(tiny, tmp_path):
     collection = open_db(tiny, tmp_path / "db")

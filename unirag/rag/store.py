@@ -53,8 +53,9 @@ def model_record(model, pooling: str | None = None) -> dict:
 
 def open_collection(client, name: str, model=None, *, create: bool = False):
     """Get a collection (creating it for `model` if asked); refuse one made by another model."""
-    from chromadb.errors import NotFoundError
+    from chromadb.errors import InvalidArgumentError, NotFoundError
 
+    bad_name = (ValueError, InvalidArgumentError)  # InvalidArgumentError is not a ValueError in chromadb 1.x
     try:
         collection = client.get_collection(name)
     except NotFoundError:
@@ -64,9 +65,9 @@ def open_collection(client, name: str, model=None, *, create: bool = False):
         try:
             return client.create_collection(name, configuration={"hnsw": {"space": "cosine"}},
                                             metadata=model_record(model), embedding_function=None)
-        except ValueError as err:  # chromadb's InvalidArgumentError is a ValueError
+        except bad_name as err:
             raise UniragError(f"bad collection name {name!r}: {err}") from None
-    except ValueError as err:
+    except bad_name as err:
         raise UniragError(f"bad collection name {name!r}: {err}") from None
     if model is not None:
         check_model(collection, model)
