@@ -54,6 +54,16 @@ def test_full_match_reuses_everything_and_output_is_identical(tiny):
     assert with_reuse == greedy(tiny, ids) and len(with_reuse) > 0
 
 
+def test_prompt_head_opens_the_prompt(tiny):
+    assert tiny.prompt_head() == USER_HEAD
+    head = tiny.prompt_head("Be brief.")
+    assert head == "<|im_start|>system\nBe brief.<|im_end|>\n" + USER_HEAD
+    _, prefix = tiny.embed_with_cache(TEXT, instruction=head)
+    ids = tiny.prompt_ids(TEXT + "\n\nQuestion: where?", system="Be brief.")
+    assert tiny.reusable_prefix(prefix, ids) == len(prefix) - 1  # all but the EOS
+    assert greedy(tiny, ids, prefix) == greedy(tiny, ids)
+
+
 def test_no_common_prefix_reuses_nothing(tiny):
     _, prefix = tiny.embed_with_cache(TEXT)  # plain text; the prompt starts with <|im_start|>
     ids = tiny.prompt_ids(TEXT)

@@ -230,6 +230,26 @@ class UniModel:
         text = "\n\n".join(m["content"] for m in messages)
         return self._prefix_ids + self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
+    def prompt_head(self, system: str | None = None) -> str:
+        """The prompt text that comes before the first user message's content.
+
+        Embedding `prompt_head(system) + text` (as `instruction`) runs the first tokens of the
+        prompt `generate([user: text ...], system=system)` will build, so its cache is reusable.
+        A BOS the tokenizer adds by itself is left out: `embed` adds it already.
+        """
+        marker = "\ue000"  # a private-use character no template writes
+        messages: Messages = [{"role": "user", "content": marker}]
+        if system is not None:
+            messages.insert(0, {"role": "system", "content": system})
+        if not self.tokenizer.chat_template:
+            return "".join(m["content"] + "\n\n" for m in messages[:-1])
+        text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        head = text[: text.index(marker)]
+        bos = self.tokenizer.bos_token
+        if bos and head.startswith(bos) and self._prefix_ids[:1] == [self.tokenizer.bos_token_id]:
+            head = head[len(bos):]
+        return head
+
     def reusable_prefix(self, prefix: PrefixCache | None, prompt_ids: Sequence[int]) -> int:
         """How many leading prompt tokens `generate` would take from `prefix` (0: none)."""
         if prefix is None:
