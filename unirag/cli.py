@@ -1,7 +1,9 @@
 """The `unirag` command. Each subcommand loads the one model once and passes the object on.
 
 User errors (`UniragError`) print as one line, `unirag: error: ...`, and exit with status 1;
-wrong options are reported by the parser with status 2. Neither prints a traceback.
+wrong options (unknown option, missing argument, bad value) print one such line too and exit
+with status 2. A damaged Chroma database is reported the same way (status 1). None of these
+prints a traceback; any other exception is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -185,14 +187,48 @@ def main() -> None:
         hf_logging.set_verbosity_error()
     except ImportError:
         pass
+    usage_error, click_error = _click_errors()
     try:
-        app()
+        # standalone_mode=False hands usage errors to us, so they print as one line too
+        status = app(prog_name="unirag", standalone_mode=False)
     except UniragError as err:
         typer.echo(f"unirag: error: {err}", err=True)
         raise SystemExit(1) from None
+    except usage_error as err:  # unknown option or command, missing argument, bad value: status 2
+        if type(err).__name__ != "NoArgsIsHelpError":  # `unirag` alone: the help is already printed
+            where = err.ctx.command_path if err.ctx else "unirag"
+            typer.echo(f"unirag: error: {_one_line(err.format_message())} (see `{where} --help`)", err=True)
+        raise SystemExit(err.exit_code) from None
+    except click_error as err:
+        typer.echo(f"unirag: error: {_one_line(err.format_message())}", err=True)
+        raise SystemExit(err.exit_code) from None
     except KeyboardInterrupt:
         typer.echo("unirag: interrupted", err=True)
         raise SystemExit(130) from None
+    except Exception as err:
+        if type(err).__name__ == "Abort":  # EOF at a prompt
+            typer.echo("unirag: aborted", err=True)
+            raise SystemExit(1) from None
+        if type(err).__module__.split(".")[0] != "chromadb":
+            raise  # anything else is a bug: keep its traceback
+        typer.echo(f"unirag: error: the Chroma database failed ({type(err).__name__}: "
+                   f"{_one_line(str(err))[:300]}); if it is damaged, move its folder away and run "
+                   "`unirag ingest` again", err=True)
+        raise SystemExit(1) from None
+    if isinstance(status, int) and status:  # typer.Exit(code), or Ctrl-C inside a command (130)
+        if status == 130:
+            typer.echo("unirag: interrupted", err=True)
+        raise SystemExit(status)
+
+
+def _click_errors() -> tuple[type, type]:
+    """(UsageError, ClickException) of the click that typer runs on (recent typer vendors a copy)."""
+    classes = {c.__name__: c for c in typer.BadParameter.__mro__}
+    return classes["UsageError"], classes["ClickException"]
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
 
 
 if __name__ == "__main__":

@@ -23,11 +23,26 @@ TemperatureOpt = Annotated[float, typer.Option(help="0 means greedy.")]
 DEFAULT_DB = Path(".unirag") / "chroma"
 
 
-def _open(model, db: Path, chroma_url: Optional[str], collection: str, create: bool = False):
-    from .store import connect, open_collection
+def _check_question(question: str, command: str) -> None:
+    """An empty question fails at once, before the model loads."""
+    if not question.strip():
+        from ..errors import UniragError
 
-    client = connect(db, chroma_url, must_exist=not create)
-    return client, open_collection(client, collection, model, create=create)
+        raise UniragError(f"the question is empty; pass it as text, e.g. unirag {command} "
+                          '"How do I configure logging?"')
+
+
+def _connect(db: Path, chroma_url: Optional[str]):
+    """The existing database (checked before the model loads, so a bad --db fails at once)."""
+    from .store import connect
+
+    return connect(db, chroma_url, must_exist=True)
+
+
+def _open(model, client, collection: str):
+    from .store import open_collection
+
+    return open_collection(client, collection, model)
 
 
 def ingest(
@@ -54,13 +69,13 @@ def ingest(
     from .store import connect, delete_collection, open_collection
 
     settings = ChunkSettings(chunk_size, chunk_overlap, embed_headings)
-    scan(path)  # a missing path or an empty folder fails here, before the model loads
+    scan(path)  # a missing path, an empty folder or a bad --db fails here, before the model loads
+    client = connect(db, chroma_url)
     uni = load_model(model, adapter, precision)
     if chunk_size + 32 > uni.max_length:
         from ..errors import UniragError
 
         raise UniragError(f"--chunk-size {chunk_size} leaves no room under the model's max_length {uni.max_length}")
-    client = connect(db, chroma_url)
     if reset:
         delete_collection(client, collection)
     coll = open_collection(client, collection, uni, create=True)
@@ -83,8 +98,10 @@ def retrieve(
     """Print the top-k chunks for a question (score, source, heading, first line), without generating."""
     from .pipeline import retrieve as run_retrieve
 
+    _check_question(question, "retrieve")
+    client = _connect(db, chroma_url)
     uni = load_model(model, adapter, precision)
-    _, coll = _open(uni, db, chroma_url, collection)
+    coll = _open(uni, client, collection)
     hits = run_retrieve(uni, coll, question, top_k)
     if not hits:
         typer.echo(f"unirag: collection {collection!r} is empty; run `unirag ingest` first")
@@ -126,8 +143,10 @@ def ask(
     precision: PrecisionOpt = "auto",
 ):
     """Answer a question from the indexed documents, streaming, with numbered citations."""
+    _check_question(question, "ask")
+    client = _connect(db, chroma_url)
     uni = load_model(model, adapter, precision)
-    _, coll = _open(uni, db, chroma_url, collection)
+    coll = _open(uni, client, collection)
     _answer_and_cite(uni, coll, question, top_k, [], max_new_tokens, temperature)
 
 
@@ -143,8 +162,9 @@ def chat(
     precision: PrecisionOpt = "auto",
 ):
     """Chat with your documents: each question retrieves afresh; earlier turns stay in the prompt."""
+    client = _connect(db, chroma_url)
     uni = load_model(model, adapter, precision)
-    _, coll = _open(uni, db, chroma_url, collection)
+    coll = _open(uni, client, collection)
     typer.echo(f"unirag chat over {collection!r} ({coll.count()} chunks) with {uni.name}; "
                "an empty line, /exit or Ctrl-D quits.")
     history: list[tuple[str, str]] = []

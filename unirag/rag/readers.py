@@ -55,8 +55,10 @@ def walk(root: Path) -> tuple[list[SourceFile], list[Skipped], int]:
     Hidden files and folders (.git, .unirag, ...) are ignored silently.
     """
     root = Path(root)
-    if not root.exists() and not root.is_symlink():
-        raise UniragError(f"no such file or folder: {root}")
+    if not root.exists():
+        if root.is_symlink():  # exists() follows the link: a loop or a dangling target
+            raise UniragError(f"{root} is a symlink loop or points to nothing; pass the real file or folder")
+        raise UniragError(f"no such file or folder: {root}; check the path")
     if root.is_file():
         kind = KINDS.get(root.suffix.lower())
         if kind is None:

@@ -38,11 +38,70 @@ def connect(db: str | Path | None = None, url: str | None = None, *, must_exist:
     path = Path(db or DEFAULT_DB)
     if must_exist and not path.exists():
         raise UniragError(f"no Chroma database at {path}; run `unirag ingest FOLDER --db {path}` first")
+    if path.exists() and not path.is_dir():
+        raise UniragError(f"--db {path} is a file; pass a folder for the Chroma database")
+    if (path / SQLITE_FILE).is_file():
+        check_sqlite(path)
     try:
         path.mkdir(parents=True, exist_ok=True)
         return chromadb.PersistentClient(path=str(path))
     except OSError as err:
         raise UniragError(f"cannot open the Chroma database at {path}: {err.strerror or err}") from None
+    except Exception as err:  # chromadb's InternalError on a damaged file, for one
+        if type(err).__module__.split(".")[0] != "chromadb":
+            raise
+        raise UniragError(damaged(path, err)) from None
+
+
+SQLITE_FILE = "chroma.sqlite3"
+LOCK_WAIT_S = 10.0  # how long to wait for another process's write to the database to finish
+_PROBE = """
+import sqlite3, sys
+path, wait = sys.argv[1], float(sys.argv[2])
+try:
+    con = sqlite3.connect(path, timeout=wait, isolation_level=None)
+    con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    con.execute("BEGIN IMMEDIATE")  # Chroma takes the write lock as it opens, even to query
+    con.execute("ROLLBACK")
+    con.close()
+except sqlite3.Error as err:
+    print(err)
+    sys.exit(3 if "locked" in str(err) or "busy" in str(err) else 4)
+"""
+
+
+def check_sqlite(path: Path) -> None:
+    """Refuse a locked or damaged embedded database with a clear message, before Chroma opens it.
+
+    Chroma waits without end for a lock another process holds, and reports a damaged file with
+    a traceback. The check reads the SQLite file, then takes the write lock and gives it back,
+    within LOCK_WAIT_S seconds. It runs in a child process on purpose: two SQLite
+    libraries in one process (Python's and the copy inside Chroma) must not open the same file,
+    since closing one silently drops the other's locks (sqlite.org/howtocorrupt.html, 2.2).
+    """
+    import subprocess
+    import sys
+
+    file = path / SQLITE_FILE
+    try:
+        probe = subprocess.run([sys.executable, "-I", "-S", "-c", _PROBE, str(file), str(LOCK_WAIT_S)],
+                               capture_output=True, text=True, timeout=LOCK_WAIT_S + 60)
+    except (OSError, subprocess.TimeoutExpired):
+        return  # no verdict: let Chroma open it
+    reason = " ".join(probe.stdout.split()) or f"status {probe.returncode}"
+    if probe.returncode == 3:
+        raise UniragError(f"the Chroma database at {path} is locked by another process (an ingest or app "
+                          f"using it?); wait for it to finish or stop it, then try again")
+    if probe.returncode == 4:
+        if "unable to open" in reason or "readonly" in reason:
+            raise UniragError(f"cannot open the Chroma database at {path}: {reason}; check its permissions")
+        raise UniragError(damaged(path, reason))
+
+
+def damaged(path: Path, err) -> str:
+    first = " ".join(str(err).split())[:200] or type(err).__name__
+    return (f"the Chroma database at {path} is damaged or not a Chroma database ({first}); move the folder "
+            f"away and rebuild it with `unirag ingest FOLDER --db {path}`")
 
 
 def model_record(model, pooling: str | None = None) -> dict:
