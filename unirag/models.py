@@ -180,7 +180,10 @@ def load_base(name_or_path: str, trust_remote_code: bool = False):
     except OSError as err:
         raise UniragError(f"cannot read the model config of {name_or_path!r}: {err}") from None
     except ValueError as err:
-        raise UniragError(f"{name_or_path!r}: {err}") from None
+        if "custom code" in str(err) or "trust_remote_code" in str(err):
+            raise UniragError(f"{name_or_path!r} needs its own Python code to load (auto_map); unirag runs no code "
+                              "from a model folder unless you pass trust_remote_code=True") from None
+        raise UniragError(f"{name_or_path!r}: {' '.join(str(err).split())}") from None
     check_causal_decoder(config)
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)

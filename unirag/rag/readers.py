@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import codecs
 import hashlib
+import logging
 import os
 import re
 from dataclasses import dataclass
@@ -164,6 +165,7 @@ def _parse_pdf(file: SourceFile, data: bytes) -> Document | Skipped:
         from pypdf import PdfReader
     except ImportError:
         return Skipped(file.source, "pypdf not installed (pip install pypdf to read PDFs)")
+    logging.getLogger("pypdf").setLevel(logging.ERROR)  # its warnings lack the file name; the skip says why
     try:
         pages = [page.extract_text() or "" for page in PdfReader(io.BytesIO(data)).pages]
     except Exception as err:  # pypdf raises many types on malformed files
