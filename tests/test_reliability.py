@@ -393,6 +393,21 @@ def test_model_cache_crash_never_leaves_a_loadable_half(fake_registry_model, mon
     assert line.endswith(f"; delete the cache folder {target} to rebuild it")
 
 
+def test_half_written_adapter_is_one_line_in_a_real_process(tiny_model_dir, tmp_path):
+    """The whole stderr of `unirag embed --adapter <half-written adapter>`: one line, no library noise."""
+    from test_loading import make_adapter
+
+    adapter = make_adapter(tiny_model_dir, tmp_path / "adapter")
+    weights = adapter / "adapter_model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])  # cut short while being written
+    result = subprocess.run([sys.executable, "-m", "unirag.cli", "embed", "x", "--model", str(tiny_model_dir),
+                             "--adapter", str(adapter)], capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr.splitlines() == [f"unirag: error: adapter {adapter} does not fit this model: Error while "
+                                          "deserializing header: incomplete metadata, file not fully covered"]
+
+
 def test_adapter_output_is_replaced_atomically(tmp_path):
     """Training writes the adapter to a temporary folder and renames it into place."""
     from types import SimpleNamespace

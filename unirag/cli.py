@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import warnings
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -180,6 +181,7 @@ def demo(
 def main() -> None:
     """Entry point: run the app, turning user errors into one clean line."""
     logging.basicConfig(level=logging.WARNING, format="unirag: warning: %(message)s")
+    warnings.filterwarnings("ignore", category=FutureWarning)  # libraries' deprecation notes are not for users
     try:
         from transformers.utils import logging as hf_logging
 
