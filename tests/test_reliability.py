@@ -547,18 +547,25 @@ def test_training_survives_ctrl_c_and_sigkill_then_resumes_exactly(tiny_model_di
 def test_resume_skips_a_checkpoint_cut_short_by_sigkill(tiny_model_dir, tmp_path):
     import shutil
 
+    import torch
+
     from unirag.training.config import load_config
     from unirag.training.trainer import train
 
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(CORPUS_LINES * 4) + "\n")
-    out = train(load_config("test-tiny", {"steps": "3"}), str(tiny_model_dir), str(corpus), str(tmp_path / "run"))
-    checkpoints = out / "checkpoints"
-    # SIGKILL while Trainer was saving checkpoint-6: its tensors are written, trainer_state.json is not yet
-    shutil.copytree(checkpoints / "checkpoint-3", checkpoints / "checkpoint-6")
-    (checkpoints / "checkpoint-6" / "trainer_state.json").unlink()
-    resumed = train(load_config("test-tiny", {"steps": "6"}), str(tiny_model_dir), str(corpus), str(out),
-                    resume=True)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # see the test above
+    try:
+        out = train(load_config("test-tiny", {"steps": "3"}), str(tiny_model_dir), str(corpus), str(tmp_path / "run"))
+        checkpoints = out / "checkpoints"
+        # SIGKILL while Trainer was saving checkpoint-6: its tensors are written, trainer_state.json is not yet
+        shutil.copytree(checkpoints / "checkpoint-3", checkpoints / "checkpoint-6")
+        (checkpoints / "checkpoint-6" / "trainer_state.json").unlink()
+        resumed = train(load_config("test-tiny", {"steps": "6"}), str(tiny_model_dir), str(corpus), str(out),
+                        resume=True)
+    finally:
+        torch.set_num_threads(threads)
     assert (resumed / "checkpoints" / "checkpoint-6" / "trainer_state.json").is_file()
 
 
@@ -803,3 +810,20 @@ def test_app_binds_to_loopback_unless_told(tiny, tmp_path, monkeypatch, capsys):
                                        "reach this port can use the app\n")
     launch(tiny, host="0.0.0.0", auth="ann:secret", **folders)
     assert calls[-1]["auth"] == ("ann", "secret") and capsys.readouterr().err == ""
+
+
+def test_terminal_output_has_no_control_characters_from_documents(cli, tiny_model_dir, tmp_path):
+    """A document (or its name) with terminal escapes cannot recolour, retitle or rewrite the terminal."""
+    import re
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    nasty = "\x1b]0;owned\x07\x1b[2J\r\x08"  # set the window title, clear the screen, rewrite the line
+    (docs / f"esc{nasty}.md").write_text(f"# Head{nasty}ing\n\nThe cat{nasty} sat on the mat.\n")
+    common = ["--db", tmp_path / "db", "--model", tiny_model_dir, *TINY_ARGS]
+    outputs = [cli("ingest", docs, *common, "--chunk-size", "64", "--no-progress"),
+               cli("retrieve", "cat", *common), cli("ask", "cat?", *common, "--max-new-tokens", "8")]
+    for status, out, err in outputs:
+        assert status == 0, err
+        assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", out), repr(out)
+    assert "esc\ufffd]0;owned\ufffd" in outputs[1][1]  # shown, harmless

@@ -7,6 +7,7 @@ holds no Typer app. Heavy imports (torch, chromadb) happen inside the commands, 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -21,6 +22,13 @@ TopKOpt = Annotated[int, typer.Option("--top-k", "-k", min=1, help="How many chu
 MaxNewOpt = Annotated[int, typer.Option(help="Longest answer, in tokens.")]
 TemperatureOpt = Annotated[float, typer.Option(help="0 means greedy.")]
 DEFAULT_DB = Path(".unirag") / "chroma"
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _safe(text: str) -> str:
+    """Text from documents (chunks, headings, file names, answers) with terminal control
+    characters, such as the ESC that starts colour or cursor codes, shown as U+FFFD."""
+    return _CONTROL.sub("\ufffd", text)
 
 
 def _check_question(question: str, command: str) -> None:
@@ -82,7 +90,7 @@ def ingest(
     summary = run_ingest(uni, coll, path, settings=settings, max_file_bytes=int(max_file_mb * 2**20),
                          batch_size=batch_size, max_files=max_files, progress=progress)
     typer.echo(f"unirag: indexed {path} into collection {collection!r} at {chroma_url or db} "
-               f"({coll.count()} chunks, model {uni.name})\n{summary.report()}")
+               f"({coll.count()} chunks, model {uni.name})\n{_safe(summary.report())}")
 
 
 def retrieve(
@@ -106,7 +114,7 @@ def retrieve(
     if not hits:
         typer.echo(f"unirag: collection {collection!r} is empty; run `unirag ingest` first")
     for i, hit in enumerate(hits, 1):
-        typer.echo(f"[{i}] {hit.score:.3f}  {hit.label}\n      {hit.first_line}")
+        typer.echo(f"[{i}] {hit.score:.3f}  {_safe(hit.label)}\n      {_safe(hit.first_line)}")
 
 
 def _answer_and_cite(uni, coll, question: str, top_k: int, history, max_new_tokens: int,
@@ -121,10 +129,10 @@ def _answer_and_cite(uni, coll, question: str, top_k: int, history, max_new_toke
     for piece in answer(uni, question, hits, history, max_new_tokens=max_new_tokens,
                         temperature=temperature, stream=True):
         pieces.append(piece)
-        typer.echo(piece, nl=False)
+        typer.echo(_safe(piece), nl=False)
     typer.echo()
     if hits:
-        typer.echo("\nSources:\n" + "\n".join(citations(hits)))
+        typer.echo("\nSources:\n" + _safe("\n".join(citations(hits))))
     else:
         typer.echo("\n(no chunks were retrieved: the collection is empty)")
     return "".join(pieces)
