@@ -22,7 +22,6 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 from transformers import Trainer, TrainerCallback, TrainerState, TrainingArguments
-from transformers.trainer_utils import get_last_checkpoint
 
 from ..adapters import UNIRAG_JSON, base_fingerprint
 from ..errors import UniragError
@@ -118,6 +117,20 @@ class UniMAEModule(nn.Module):
             parts["gem_simcse"] = contrast.detach()
             loss = loss + self.config.gem_contrastive * contrast
         return {"loss": loss, **parts}
+
+
+def last_complete_checkpoint(ckpt_dir: Path) -> str | None:
+    """The newest checkpoint folder that was written to the end.
+
+    Trainer writes trainer_state.json last, so a folder without it (or without the weights) was
+    cut short, e.g. by SIGKILL while saving: skip it and resume from the one before."""
+    def step(folder: Path) -> int:
+        return int(folder.name.rsplit("-", 1)[1]) if folder.name.rsplit("-", 1)[-1].isdigit() else -1
+
+    for folder in sorted(Path(ckpt_dir).glob("checkpoint-*"), key=step, reverse=True):
+        if step(folder) >= 0 and (folder / "trainer_state.json").is_file() and (folder / TRAINABLE_FILE).is_file():
+            return str(folder)
+    return None
 
 
 class StopOnSignal(TrainerCallback):
@@ -310,7 +323,7 @@ def train(config: TrainConfig, model: str, data: str, output: str, resume: bool 
                             callbacks=[stopper], unirag_meta=meta)
     previous = {s: signal.signal(s, stopper.request) for s in (signal.SIGINT, signal.SIGTERM)}
     started = time.time()
-    last = get_last_checkpoint(str(ckpt_dir)) if resume else None
+    last = last_complete_checkpoint(ckpt_dir) if resume else None
     try:
         if last and int(Path(last).name.rsplit("-", 1)[1]) >= config.steps:
             # Already there: Trainer would still run one more step, so just load and write out.
