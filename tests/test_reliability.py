@@ -50,6 +50,18 @@ def one_error_line(err: str) -> str:
     return lines[0]
 
 
+@pytest.fixture
+def one_torch_thread():
+    """One intra-op thread for in-process model work. On a shared 2-core machine, OpenMP threads
+    spinning against another busy process make steps up to ~50x slower; results are the same."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 # ---------------------------------------------------------------------- bad input: the CLI
 def _symlink_loop(tmp: Path) -> Path:
     (tmp / "loop").symlink_to(tmp / "loop")
@@ -476,12 +488,11 @@ def _complete_checkpoints(folder: Path) -> list[int]:
                   if (p / "trainer_state.json").is_file())
 
 
-@pytest.mark.timeout(420)
-def test_training_survives_ctrl_c_and_sigkill_then_resumes_exactly(tiny_model_dir, tmp_path):
+@pytest.mark.timeout(300)
+def test_training_survives_ctrl_c_and_sigkill_then_resumes_exactly(tiny_model_dir, tmp_path, one_torch_thread):
     """Ctrl-C stops after the step with a checkpoint; SIGKILL loses at most the steps since the
     last checkpoint; `--resume` then finishes with the same weights as one uninterrupted run."""
     import numpy as np
-    import torch
     from safetensors.torch import load_file
 
     from unirag.training.config import load_config
@@ -494,8 +505,7 @@ def test_training_survives_ctrl_c_and_sigkill_then_resumes_exactly(tiny_model_di
     out, checkpoints = tmp_path / "run", tmp_path / "run" / "checkpoints"
     command = [sys.executable, "-m", "unirag.cli", "train", "--recipe", "test-tiny", "--data", str(corpus),
                "--output", str(out), "--model", str(tiny_model_dir), "--steps", str(STEPS), "--save_steps", str(SAVE)]
-    # one thread: on a shared machine, two processes spinning two OpenMP threads each on two cores
-    # make steps ~50x slower; and the in-process comparison run below uses one thread too
+    # one thread (see one_torch_thread), in the child processes and in the comparison run below
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
 
     def start(*extra):
@@ -528,41 +538,29 @@ def test_training_survives_ctrl_c_and_sigkill_then_resumes_exactly(tiny_model_di
     finished = subprocess.run([*command, "--resume"], capture_output=True, text=True, env=env, cwd=tmp_path,
                               timeout=300)  # 3. resume to the end
     assert finished.returncode == 0 and f"unirag: adapter written to {out}" in finished.stdout, finished.stderr
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        whole = train(load_config("test-tiny", {"steps": str(STEPS), "save_steps": str(SAVE)}), str(tiny_model_dir),
-                      str(corpus), str(tmp_path / "whole"))
-    finally:
-        torch.set_num_threads(threads)
+    whole = train(load_config("test-tiny", {"steps": str(STEPS), "save_steps": str(SAVE)}), str(tiny_model_dir),
+                  str(corpus), str(tmp_path / "whole"))  # one thread, as the runs above
     a, b = load_file(whole / "adapter_model.safetensors"), load_file(out / "adapter_model.safetensors")
     assert a.keys() == b.keys()
     for key in a:
         np.testing.assert_allclose(a[key].numpy(), b[key].numpy(), atol=1e-5, err_msg=key)
 
 
-def test_resume_skips_a_checkpoint_cut_short_by_sigkill(tiny_model_dir, tmp_path):
+def test_resume_skips_a_checkpoint_cut_short_by_sigkill(tiny_model_dir, tmp_path, one_torch_thread):
     import shutil
-
-    import torch
 
     from unirag.training.config import load_config
     from unirag.training.trainer import train
 
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(CORPUS_LINES * 4) + "\n")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # see the test above
-    try:
-        out = train(load_config("test-tiny", {"steps": "3"}), str(tiny_model_dir), str(corpus), str(tmp_path / "run"))
-        checkpoints = out / "checkpoints"
-        # SIGKILL while Trainer was saving checkpoint-6: its tensors are written, trainer_state.json is not yet
-        shutil.copytree(checkpoints / "checkpoint-3", checkpoints / "checkpoint-6")
-        (checkpoints / "checkpoint-6" / "trainer_state.json").unlink()
-        resumed = train(load_config("test-tiny", {"steps": "6"}), str(tiny_model_dir), str(corpus), str(out),
-                        resume=True)
-    finally:
-        torch.set_num_threads(threads)
+    out = train(load_config("test-tiny", {"steps": "3"}), str(tiny_model_dir), str(corpus), str(tmp_path / "run"))
+    checkpoints = out / "checkpoints"
+    # SIGKILL while Trainer was saving checkpoint-6: its tensors are written, trainer_state.json is not yet
+    shutil.copytree(checkpoints / "checkpoint-3", checkpoints / "checkpoint-6")
+    (checkpoints / "checkpoint-6" / "trainer_state.json").unlink()
+    resumed = train(load_config("test-tiny", {"steps": "6"}), str(tiny_model_dir), str(corpus), str(out),
+                    resume=True)
     assert (resumed / "checkpoints" / "checkpoint-6" / "trainer_state.json").is_file()
 
 
@@ -576,7 +574,7 @@ SECTIONS = {"Cats": "The cat sat on the mat and purred all afternoon.",
 QUESTIONS = ["Where did the cat sit?", "What did the dog chase?", "What is the capital of France?",
              "How does Rust manage memory?", "Can a loop return a value?", "What do embeddings do?",
              "Which river runs through Paris?", "Who purred all afternoon?"]
-LOAD = dict(top_k=2, max_new_tokens=24, chunk_settings=None)
+LOAD = dict(top_k=2, max_new_tokens=24)  # app settings for these tests
 
 
 def corpus_file(folder: Path) -> Path:
@@ -601,7 +599,7 @@ def text_of(message) -> str:
 
 
 @pytest.mark.timeout(300)
-def test_eight_simultaneous_questions_through_the_app_api(tiny, tmp_path):
+def test_eight_simultaneous_questions_through_the_app_api(tiny, tmp_path, one_torch_thread):
     """8 clients ask at once over HTTP on loopback; each gets its own complete answer, the one its
     question gets alone (greedy decoding), with its own sources: nothing mixed between requests."""
     from concurrent.futures import ThreadPoolExecutor
@@ -612,7 +610,7 @@ def test_eight_simultaneous_questions_through_the_app_api(tiny, tmp_path):
     from unirag.rag.chunking import ChunkSettings
 
     demo = launch(tiny, port=free_port(), prevent_thread_lock=True, quiet=True, db=tmp_path / "db",
-                  upload_dir=tmp_path / "uploads", **{**LOAD, "chunk_settings": ChunkSettings(32, 0)})
+                  upload_dir=tmp_path / "uploads", **LOAD, chunk_settings=ChunkSettings(32, 0))
     try:
         rag = demo.unirag
         assert rag.add_files([str(corpus_file(tmp_path / "in"))], "docs")[0].startswith("`handbook.md`: **added**")
@@ -662,7 +660,7 @@ def test_busy_message_past_the_queue_limit_over_http(tiny, tmp_path, monkeypatch
 
     monkeypatch.setattr(unirag.rag.pipeline, "answer", slow_answer)
     demo = launch(tiny, port=free_port(), prevent_thread_lock=True, quiet=True, db=tmp_path / "db",
-                  upload_dir=tmp_path / "uploads", max_queue=1, **{**LOAD, "chunk_settings": None})
+                  upload_dir=tmp_path / "uploads", max_queue=1, **LOAD)
     try:
         demo.unirag.add_files([str(corpus_file(tmp_path / "in"))], "docs")
         first = Client(demo.local_url, verbose=False).submit(QUESTIONS[0], "docs", api_name="/ask")
@@ -686,7 +684,7 @@ def test_busy_message_past_the_queue_limit_over_http(tiny, tmp_path, monkeypatch
         demo.close()
 
 
-def test_python_api_serves_concurrent_threads(tiny, tmp_path):
+def test_python_api_serves_concurrent_threads(tiny, tmp_path, one_torch_thread):
     """The Python API under 8 threads: embeddings, streamed generations and whole RAG answers
     (RagChat.respond, which the app's handlers call) each equal what the same call gives alone."""
     from concurrent.futures import ThreadPoolExecutor
@@ -697,7 +695,7 @@ def test_python_api_serves_concurrent_threads(tiny, tmp_path):
     from unirag.rag.chunking import ChunkSettings
 
     rag = RagChat(tiny, db=tmp_path / "db", upload_dir=tmp_path / "uploads",
-                  **{**LOAD, "chunk_settings": ChunkSettings(32, 0)})
+                  **LOAD, chunk_settings=ChunkSettings(32, 0))
     rag.add_files([str(corpus_file(tmp_path / "in"))], "docs")
 
     def generate(q):
@@ -724,14 +722,15 @@ def _rss_mb() -> float:
 
 @pytest.mark.timeout(300)
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads VmRSS from /proc")
-def test_soak_repeated_ingest_and_ask_does_not_grow_memory(tiny, tmp_path):
+def test_soak_repeated_ingest_and_ask_does_not_grow_memory(tiny, tmp_path, one_torch_thread):
     """20 rounds: change a file, ingest the folder (Python API), answer a question as a new app
     session (RagChat.respond). Memory after warm-up stays flat.
 
     The bound: compare the median RSS of rounds 15-19 with rounds 5-9 (medians, so one noisy
-    sample cannot decide). Measured on the tiny model: +1.4 MB (Chroma's HNSW index and SQLite
-    page cache grow a little while the collection churns), and +12.6 MB when each round keeps
-    1 MB alive (a deliberate leak, tried by hand). 6 MB sits between the two with room either side.
+    sample cannot decide). Measured on the tiny model: +1.4 to +1.6 MB (Chroma's HNSW index and
+    SQLite page cache grow a little while the collection churns), and +11.8 to +12.6 MB when each
+    round keeps 1 MB alive (a deliberate leak, tried by hand). 6 MB sits between the two with room
+    either side.
     """
     import gc
     import statistics
@@ -752,7 +751,8 @@ def test_soak_repeated_ingest_and_ask_does_not_grow_memory(tiny, tmp_path):
         (docs / "f0.md").write_text(f"# Round {round_}\n\n" + f"The cat sat on mat number {round_}. " * 30)
         summary = ingest(tiny, collection, docs, settings=rag.settings)
         assert summary.changed == (["f0.md"] if round_ else []) and not summary.skipped
-        chat, session, sources, _ = list(rag.respond(f"Where did the cat sit in round {round_}?", None, "docs"))[-1]
+        question = f"Where did the cat sit in round {round_}?"
+        chat, session, sources, _ = list(rag.respond(question, None, "docs"))[-1]  # a new session each time
         assert chat[-1]["content"] and "[1] " in sources and len(session["turns"]) == 1
         gc.collect()
         rss.append(_rss_mb())
@@ -771,7 +771,7 @@ def test_login_is_required_when_auth_is_set(tiny, tmp_path):
     from apps.gradio_app import launch
 
     demo = launch(tiny, port=free_port(), prevent_thread_lock=True, quiet=True, db=tmp_path / "db",
-                  upload_dir=tmp_path / "uploads", auth="ann:s3cret pass", **{**LOAD, "chunk_settings": None})
+                  upload_dir=tmp_path / "uploads", auth="ann:s3cret pass", **LOAD)
     try:
         assert demo.server_name == "127.0.0.1"
         with pytest.raises(urllib.error.HTTPError) as denied:
