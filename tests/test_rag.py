@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 from unirag.errors import UniragError
 from unirag.rag import store
-from unirag.rag.chunking import ChunkSettings, chunk_text, embed_text, split_sections
+from unirag.rag.chunking import ChunkSettings, chunk_text, embed_text, markdown_title, split_sections
 from unirag.rag.cli import ask, chat, ingest, retrieve
 from unirag.rag.ingest import PAUSE_ENV
 from unirag.rag.ingest import ingest as run_ingest
@@ -92,6 +92,21 @@ def test_chunking_follows_headings_with_token_overlap(tiny):
     assert embed_text(long[0], "Book", SMALL) == long[0].text
     with pytest.raises(UniragError):
         ChunkSettings(chunk_size=32, overlap=20)
+
+
+def test_markdown_title_is_the_first_top_level_heading():
+    assert markdown_title("intro\n\n# Book\n\n## Ch 1\n\ntext") == "Book"
+    # mdBook pages (the Rust book) start at `##`: the first `##` is the title, not the file name
+    page = "## Control Flow\n\nText.\n\n### Loops\n\nMore.\n\n## Summary\n\nEnd."
+    assert markdown_title(page) == "Control Flow"
+    assert markdown_title("### Deep\n\ntext\n\n# Top\n\ntext") == "Top"
+    assert markdown_title("```\n# not a heading\n```\nplain") == ""
+    assert markdown_title("no headings") == ""
+    loops = next(c for c in chunk_text(page, None, ChunkSettings(32, 8)) if c.heading.endswith("Loops"))
+    headed = ChunkSettings(32, 8, embed_headings=True)
+    assert embed_text(loops, markdown_title(page), headed) == "Control Flow > Loops\n\n### Loops\n\nMore."
+    plain = ChunkSettings(32, 8, embed_headings=False)
+    assert headed.signature() != plain.signature()  # changing what is embedded re-embeds
 
 
 def test_html_and_rst_become_markdown_headings():

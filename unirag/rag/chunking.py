@@ -16,6 +16,7 @@ from ..errors import UniragError
 
 _HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)[ \t#]*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+HEADINGS_FORMAT = 2  # bump when what `embed_text` prepends changes (2: titles from `##`-first pages)
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,8 @@ class ChunkSettings:
                               f"({self.chunk_size // 2})")
 
     def signature(self) -> str:
-        return f"size={self.chunk_size};overlap={self.overlap};headings={int(self.embed_headings)}"
+        headings = HEADINGS_FORMAT if self.embed_headings else 0
+        return f"size={self.chunk_size};overlap={self.overlap};headings={headings}"
 
 
 @dataclass(frozen=True)
@@ -46,11 +48,16 @@ class Chunk:
 
 
 def markdown_title(text: str) -> str:
-    """The first level-1 heading outside code fences, or ""."""
-    for path, _ in split_sections(text):
-        if path and path[0][0] == 1:
-            return path[0][1]
-    return ""
+    """The first heading of the document's top level outside code fences (`#`, else `##`, ...), or "".
+
+    Many books (mdBook chapters such as the Rust book's) start each page at `##`: its first `##`
+    is then the page's title, rather than none.
+    """
+    tops = [path[0] for path, _ in split_sections(text) if path]
+    if not tops:
+        return ""
+    top = min(level for level, _ in tops)
+    return next(title for level, title in tops if level == top)
 
 
 def split_sections(text: str) -> list[tuple[list[tuple[int, str]], str]]:
