@@ -89,7 +89,8 @@ def test_chunking_follows_headings_with_token_overlap(tiny):
     assert "Last words." in chunks[-1].text and "Short part." not in chunks[-1].text
     headed = ChunkSettings(32, 8, embed_headings=True)
     assert embed_text(long[0], "Book", headed).startswith("Book > Ch 1\n\n")
-    assert embed_text(long[0], "Book", SMALL) == long[0].text
+    assert embed_text(long[0], "Book", SMALL) == embed_text(long[0], "Book", headed)  # the default
+    assert embed_text(long[0], "Book", ChunkSettings(32, 8, embed_headings=False)) == long[0].text
     with pytest.raises(UniragError):
         ChunkSettings(chunk_size=32, overlap=20)
 

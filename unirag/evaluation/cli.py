@@ -168,7 +168,7 @@ def rag(
     adapter: AdapterOpt = "default",
     chunk_size: Annotated[int, typer.Option(help="Tokens per chunk (as `unirag ingest`).")] = 256,
     chunk_overlap: Annotated[int, typer.Option(help="Tokens shared by consecutive chunks (as `unirag ingest`).")] = 32,
-    embed_headings: Annotated[bool, typer.Option(help="Embed 'title / heading path' before each chunk (as `unirag ingest`).")] = False,
+    embed_headings: Annotated[bool, typer.Option(help="Embed 'title / heading path' before each chunk (as `unirag ingest`).")] = True,
     data: DataOpt = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="JSON file for the metrics and every "
                                                    "question's ranking; a .md table is written beside it.")] = None,
@@ -212,7 +212,7 @@ def rag(
         typer.echo(f"unirag: warning: collection {collection!r} also holds {coll.count() - own} chunks of other "
                    "folders, which compete in retrieval; use a --collection of its own", err=True)
     result = run_rag_eval(uni, coll, items, top_k=top_k, show_progress=progress)
-    label = f"{uni.name} {collection}" + (" +headings" if embed_headings else "")
+    label = f"{uni.name} {collection}" + ("" if embed_headings else " (no headings)")
     table = rag_results_markdown({label: result["metrics"]})
     typer.echo(table, nl=False)
     if output is not None:

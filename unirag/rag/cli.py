@@ -62,7 +62,7 @@ def ingest(
     collection: CollectionOpt = "docs",
     chunk_size: Annotated[int, typer.Option(help="Tokens per chunk.")] = 256,
     chunk_overlap: Annotated[int, typer.Option(help="Tokens shared by consecutive chunks of a section.")] = 32,
-    embed_headings: Annotated[bool, typer.Option(help="Embed 'title / heading path' before each chunk's text.")] = False,
+    embed_headings: Annotated[bool, typer.Option(help="Embed 'title / heading path' before each chunk's text (better retrieval; the stored text is the chunk alone).")] = True,
     max_file_mb: Annotated[float, typer.Option(help="Skip files larger than this.")] = 20.0,
     batch_size: Annotated[int, typer.Option(min=1, help="Chunks per embedding batch.")] = 32,
     reset: Annotated[bool, typer.Option(help="Delete the collection first and rebuild it.")] = False,

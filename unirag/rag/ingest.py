@@ -194,7 +194,10 @@ class _Run:
         t0 = time.perf_counter()
         vectors = self.model.embed(texts, pooling=self.pooling, batch_size=self.batch_size)
         self.summary.embed_seconds += time.perf_counter() - t0
-        self.summary.tokens += sum(c.n_tokens for p in self.pending for c in p.chunks)
+        if self.settings.embed_headings:  # count the heading labels too
+            self.summary.tokens += sum(map(len, self.model.tokenizer(texts, add_special_tokens=False)["input_ids"]))
+        else:
+            self.summary.tokens += sum(c.n_tokens for p in self.pending for c in p.chunks)
         row = 0
         for p in self.pending:
             n = len(p.chunks)
