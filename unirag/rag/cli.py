@@ -40,17 +40,15 @@ def _check_question(question: str, command: str) -> None:
                           '"How do I configure logging?"')
 
 
-def _connect(db: Path, chroma_url: Optional[str]):
-    """The existing database (checked before the model loads, so a bad --db fails at once)."""
-    from .store import connect
+def _model_and_collection(db: Path, chroma_url: Optional[str], collection: str, model: str, adapter: str,
+                          precision: str):
+    """Open the existing database first (so a bad --db fails before the slow model load), then
+    the model, then the collection (which checks that this model made its vectors)."""
+    from .store import connect, open_collection
 
-    return connect(db, chroma_url, must_exist=True)
-
-
-def _open(model, client, collection: str):
-    from .store import open_collection
-
-    return open_collection(client, collection, model)
+    client = connect(db, chroma_url, must_exist=True)
+    uni = load_model(model, adapter, precision)
+    return uni, open_collection(client, collection, uni)
 
 
 def ingest(
@@ -107,9 +105,7 @@ def retrieve(
     from .pipeline import retrieve as run_retrieve
 
     _check_question(question, "retrieve")
-    client = _connect(db, chroma_url)
-    uni = load_model(model, adapter, precision)
-    coll = _open(uni, client, collection)
+    uni, coll = _model_and_collection(db, chroma_url, collection, model, adapter, precision)
     hits = run_retrieve(uni, coll, question, top_k)
     if not hits:
         typer.echo(f"unirag: collection {collection!r} is empty; run `unirag ingest` first")
@@ -152,9 +148,7 @@ def ask(
 ):
     """Answer a question from the indexed documents, streaming, with numbered citations."""
     _check_question(question, "ask")
-    client = _connect(db, chroma_url)
-    uni = load_model(model, adapter, precision)
-    coll = _open(uni, client, collection)
+    uni, coll = _model_and_collection(db, chroma_url, collection, model, adapter, precision)
     _answer_and_cite(uni, coll, question, top_k, [], max_new_tokens, temperature)
 
 
@@ -170,9 +164,7 @@ def chat(
     precision: PrecisionOpt = "auto",
 ):
     """Chat with your documents: each question retrieves afresh; earlier turns stay in the prompt."""
-    client = _connect(db, chroma_url)
-    uni = load_model(model, adapter, precision)
-    coll = _open(uni, client, collection)
+    uni, coll = _model_and_collection(db, chroma_url, collection, model, adapter, precision)
     typer.echo(f"unirag chat over {collection!r} ({coll.count()} chunks) with {uni.name}; "
                "an empty line, /exit or Ctrl-D quits.")
     history: list[tuple[str, str]] = []
