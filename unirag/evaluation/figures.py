@@ -5,28 +5,27 @@ not pay for them.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
-from ..errors import UniragError
+from .files import read_jsonl
 
 BANKING77 = Path("classification")
 
 
 def largest_intents(data_dir: str | Path, n: int = 6) -> list[str]:
     """The n intents with the most training examples (ties broken by name, so the choice is stable)."""
-    rows = _read_jsonl(Path(data_dir) / BANKING77 / "Banking77-train.jsonl")
+    rows = read_jsonl(Path(data_dir) / BANKING77 / "Banking77-train.jsonl")
     counts = Counter(r["label"] for r in rows)
     return [label for label, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:n]]
 
 
 def intent_texts(data_dir: str | Path, intents: Sequence[str], split: str = "test") -> tuple[list[str], list[str]]:
     """Texts and labels of the given intents from Banking77's `split` file, in file order."""
-    rows = _read_jsonl(Path(data_dir) / BANKING77 / f"Banking77-{split}.jsonl")
+    rows = read_jsonl(Path(data_dir) / BANKING77 / f"Banking77-{split}.jsonl")
     keep = [r for r in rows if r["label"] in set(intents)]
     return [r["text"] for r in keep], [r["label"] for r in keep]
 
@@ -97,10 +96,3 @@ def _save(fig, path: str | Path) -> Path:
     plt.close(fig)
     tmp.replace(path)
     return path
-
-
-def _read_jsonl(path: Path) -> list[dict]:
-    if not path.is_file():
-        raise UniragError(f"{path} not found; pass --data pointing at the shared evaluation data")
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]

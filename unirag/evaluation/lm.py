@@ -29,7 +29,6 @@ Public API: ``TASK_FILES``, ``DEFAULT_TASKS``, ``encode_pair``, ``loglikelihoods
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -40,6 +39,7 @@ import numpy as np
 import torch
 
 from ..errors import UniragError
+from .files import check_file, read_jsonl
 
 # Task name -> file under the evaluation data folder (``.../data/eval``).
 TASK_FILES: dict[str, str] = {
@@ -176,27 +176,9 @@ def _stderr(values: Sequence[float]) -> float:
 # ----------------------------------------------------------------------------- readers
 
 
-def _check_file(path: str | Path) -> Path:
-    path = Path(path)
-    if not path.is_file():
-        raise UniragError(f"evaluation file {path} not found")
-    return path
-
-
-def _read_jsonl(path: str | Path, limit: int | None) -> list[dict[str, Any]]:
-    rows = []
-    with open(_check_file(path), encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                rows.append(json.loads(line))
-                if limit and len(rows) >= limit:
-                    break
-    return rows
-
-
 def read_text_lines(path: str | Path) -> list[str]:
     """The lines of a text file (a final newline does not make an extra empty line)."""
-    raw = _check_file(path).read_text(encoding="utf-8")
+    raw = check_file(path).read_text(encoding="utf-8")
     lines = raw.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
@@ -262,7 +244,7 @@ def multiple_choice(model: Any, path: str | Path, limit: int | None = None, batc
 
     Returns ``{"acc", "acc_norm", "acc_stderr", "acc_norm_stderr", "n"}`` (accuracies as fractions).
     """
-    rows = _read_jsonl(path, limit)
+    rows = read_jsonl(path, limit)
     if not rows:
         raise UniragError(f"{path} has no rows")
     pairs, owner = [], []
@@ -292,7 +274,7 @@ def lambada_pair(text: str) -> tuple[str, str]:
 def lambada(model: Any, path: str | Path, limit: int | None = None, batch_size: int = 16,
             show_progress: bool = True) -> dict[str, Any]:
     """LAMBADA (``{"text"}`` JSONL): ``{"acc", "perplexity", "acc_stderr", "n"}`` as lm_eval's lambada_openai."""
-    rows = _read_jsonl(path, limit)
+    rows = read_jsonl(path, limit)
     if not rows:
         raise UniragError(f"{path} has no rows")
     pairs = [encode_pair(model.tokenizer, *lambada_pair(row["text"])) for row in rows]

@@ -33,6 +33,8 @@ from mteb.tasks.sts.eng.sickr_sts import SickrSTS
 from mteb.tasks.sts.eng.sts_benchmark_sts import STSBenchmarkSTS
 from mteb.tasks.sts.multilingual.sts17_crosslingual_sts import STS17Crosslingual
 
+from .files import read_jsonl
+
 # With ``limit`` a retrieval corpus keeps every document judged for the kept queries plus this many
 # other documents per kept query (at least RETRIEVAL_MIN_DISTRACTORS), sampled with a fixed seed.
 # Scores on such a reduced corpus are higher than on the full one: use limits for smoke runs only.
@@ -55,11 +57,6 @@ def _read_sts(path: Path, limit: int | None) -> Dataset:
             "score": [float(r["score"]) for r in rows],
         }
     )
-
-
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
 
 
 def _sample(n: int, k: int | None, seed: int) -> list[int]:
@@ -141,7 +138,7 @@ class LocalBanking77(_LocalTask, Banking77Classification):
     def _read(self) -> DatasetDict:
         split = {}
         for name, limit in (("train", None), ("test", self.limit)):
-            rows = _read_jsonl(self.data_dir / f"classification/Banking77-{name}.jsonl")
+            rows = read_jsonl(self.data_dir / f"classification/Banking77-{name}.jsonl")
             rows = [rows[i] for i in _sample(len(rows), limit, self.seed)]
             split[name] = Dataset.from_dict(
                 {"text": [r["text"] for r in rows], "label": [r["label"] for r in rows]}
@@ -165,8 +162,8 @@ class LocalSciFact(_LocalTask, SciFact):
                 qrels.setdefault(str(r["query-id"]), {})[str(r["corpus-id"])] = int(float(r["score"]))
         if self.limit:
             qrels = dict(list(qrels.items())[: self.limit])
-        queries = [q for q in _read_jsonl(root / "queries.jsonl") if str(q["_id"]) in qrels]
-        corpus = _read_jsonl(root / "corpus.jsonl")
+        queries = [q for q in read_jsonl(root / "queries.jsonl") if str(q["_id"]) in qrels]
+        corpus = read_jsonl(root / "corpus.jsonl")
         if self.limit:
             judged = {d for docs in qrels.values() for d in docs}
             others = [i for i, d in enumerate(corpus) if str(d["_id"]) not in judged]
