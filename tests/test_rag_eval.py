@@ -106,6 +106,26 @@ def test_run_rag_eval_scores_what_pipeline_retrieve_returns(monkeypatch):
     assert [r["retrieved"][0]["source"] for r in result["per_question"]] == ["a.md", "c.md"]
 
 
+def test_score_answer_reads_citation_markers():
+    sources = ["a.md", "b.md", "c.md"]
+    assert rag_eval.cited_numbers("See [2] and [1, 3]; again [2].") == [2, 1, 3]
+    s = rag_eval.score_answer("Use break [2].", sources, ["b.md"])
+    assert (s["cited"], s["cites"], s["cites_right"], s["says_unknown"]) == ([2], 1, 1, 0)
+    s = rag_eval.score_answer("As [1] says, and [9] (no such passage).", sources, ["b.md"])
+    assert (s["cited"], s["cites"], s["cites_right"]) == ([1], 1, 0)
+    s = rag_eval.score_answer("The context does not contain the answer.", sources, ["b.md"])
+    assert (s["cites"], s["cites_right"], s["says_unknown"]) == (0, 0, 1)
+
+
+def test_aggregate_averages_answer_scores_over_answered_questions():
+    rows = [{"hit@1": 1, "rr": 1.0, "answer_scores": {"cites": 1, "cites_right": 1, "says_unknown": 0}},
+            {"hit@1": 0, "rr": 0.5, "answer_scores": {"cites": 1, "cites_right": 0, "says_unknown": 0}},
+            {"hit@1": 0, "rr": 0.0}]
+    m = aggregate(rows, [], depths=[1])
+    assert (m["n_questions"], m["n_answers"], m["cites"], m["cites_right"]) == (3, 2, 1.0, 0.5)
+    assert "cites right %" in rag_results_markdown({"run": m})
+
+
 def write_tiny_docs(root: Path) -> Path:
     root.mkdir()
     (root / "loops.md").write_text("# Loops\n\nLoops can return values with break.\n")
@@ -142,6 +162,12 @@ def test_eval_rag_command_on_tiny_model(tiny_model_dir, tmp_path):
     assert again.exit_code == 0, again.output
     assert "0 added, 0 changed, 0 removed, 3 unchanged" in again.output
     assert json.loads(out.read_text())["metrics"]["mrr"] == m["mrr"]
+    answered = runner.invoke(eval_app, args + ["--answers", "1", "--answer-top-k", "2",
+                                                "--max-new-tokens", "8"])
+    assert answered.exit_code == 0, answered.output
+    record = json.loads(out.read_text())
+    assert record["metrics"]["n_answers"] == 1 and "cites" in record["metrics"]
+    assert isinstance(record["per_question"][0]["answer"], str) and "answer" not in record["per_question"][1]
 
 
 def test_eval_rag_warns_about_answer_files_not_in_docs(tiny_model_dir, tmp_path):

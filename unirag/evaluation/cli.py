@@ -169,6 +169,10 @@ def rag(
     chunk_size: Annotated[int, typer.Option(help="Tokens per chunk (as `unirag ingest`).")] = 256,
     chunk_overlap: Annotated[int, typer.Option(help="Tokens shared by consecutive chunks (as `unirag ingest`).")] = 32,
     embed_headings: Annotated[bool, typer.Option(help="Embed 'title / heading path' before each chunk (as `unirag ingest`).")] = True,
+    answers: Annotated[int, typer.Option(min=0, help="Also answer the first N questions as `unirag ask` does "
+                                         "and score their [n] citations (slow: ~20 s each on 2 CPU cores).")] = 0,
+    answer_top_k: Annotated[int, typer.Option(min=1, help="Chunks shown to the generator for --answers.")] = 3,
+    max_new_tokens: Annotated[int, typer.Option(min=1, help="Longest answer for --answers, in tokens.")] = 160,
     data: DataOpt = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="JSON file for the metrics and every "
                                                    "question's ranking; a .md table is written beside it.")] = None,
@@ -211,7 +215,8 @@ def rag(
     if own != coll.count():
         typer.echo(f"unirag: warning: collection {collection!r} also holds {coll.count() - own} chunks of other "
                    "folders, which compete in retrieval; use a --collection of its own", err=True)
-    result = run_rag_eval(uni, coll, items, top_k=top_k, show_progress=progress)
+    result = run_rag_eval(uni, coll, items, top_k=top_k, show_progress=progress, answers=answers,
+                          answer_top_k=answer_top_k, max_new_tokens=max_new_tokens)
     label = f"{uni.name} {collection}" + ("" if embed_headings else " (no headings)")
     table = rag_results_markdown({label: result["metrics"]})
     typer.echo(table, nl=False)

@@ -17,13 +17,20 @@ The aggregate (`aggregate`) is the mean of each score over questions, plus the p
 p90 of the wall-clock latency of one ``retrieve`` call (embedding the question + the Chroma
 query), timed after one untimed warm-up call.
 
-Public API: ``Question``, ``load_questions``, ``score_ranking``, ``aggregate``, ``depths_for``,
-``run_rag_eval``, ``rag_results_markdown``.
+With ``answers=N`` the first N questions also get an answer through ``pipeline.answer`` (greedy,
+the prompt `ask` builds), scored by `score_answer`: ``cites`` (the answer has at least one valid
+``[n]`` marker), ``cites_right`` (one of its markers points at a chunk of a right file) and
+``says_unknown`` (it says the context lacks the answer). These measure the citing habit of the
+generator, not whether the answer is true; read the answers (kept per question) for that.
+
+Public API: ``Question``, ``load_questions``, ``score_ranking``, ``score_answer``, ``aggregate``,
+``depths_for``, ``run_rag_eval``, ``rag_results_markdown``.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import statistics
 import time
 from collections.abc import Mapping, Sequence
@@ -93,6 +100,25 @@ def score_ranking(sources: Sequence[str], gold: Sequence[str], depths: Sequence[
     return scores
 
 
+CITATION = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")
+UNKNOWN = re.compile(r"(does not|doesn't|do not|don't) (contain|say|mention|provide|include)|not (mentioned|provided|"
+                     r"in the context)|no (information|passage)|cannot (answer|find)", re.IGNORECASE)
+
+
+def cited_numbers(text: str) -> list[int]:
+    """The passage numbers an answer cites, in order, once each: "[2] ... [1, 3]" -> [2, 1, 3]."""
+    numbers = [int(n) for group in CITATION.findall(text) for n in group.split(",")]
+    return list(dict.fromkeys(numbers))
+
+
+def score_answer(text: str, sources: Sequence[str], gold: Sequence[str]) -> dict[str, Any]:
+    """Score one generated answer; `sources` are the files of the passages [1], [2], ... shown to it."""
+    cited = [n for n in cited_numbers(text) if 1 <= n <= len(sources)]
+    right = [n for n in cited if any(same_file(sources[n - 1], g) for g in gold)]
+    return {"cited": cited, "cites": int(bool(cited)), "cites_right": int(bool(right)),
+            "says_unknown": int(bool(UNKNOWN.search(text)))}
+
+
 def aggregate(per_question: Sequence[Mapping[str, Any]], latencies_s: Sequence[float],
               depths: Sequence[int] = DEPTHS) -> dict[str, Any]:
     """Means over questions (``hit@r``, ``mrr``) and latency percentiles in milliseconds."""
@@ -102,6 +128,11 @@ def aggregate(per_question: Sequence[Mapping[str, Any]], latencies_s: Sequence[f
     metrics: dict[str, Any] = {f"hit@{r}": sum(q[f"hit@{r}"] for q in per_question) / n for r in depths}
     metrics["mrr"] = sum(q["rr"] for q in per_question) / n
     metrics["n_questions"] = n
+    answered = [q["answer_scores"] for q in per_question if "answer_scores" in q]
+    if answered:
+        metrics["n_answers"] = len(answered)
+        for key in ("cites", "cites_right", "says_unknown"):
+            metrics[key] = sum(a[key] for a in answered) / len(answered)
     if latencies_s:
         ms = sorted(1000 * t for t in latencies_s)
         metrics["latency_ms_p50"] = statistics.median(ms)
@@ -110,11 +141,14 @@ def aggregate(per_question: Sequence[Mapping[str, Any]], latencies_s: Sequence[f
 
 
 def run_rag_eval(model, collection, questions: Sequence[Question], top_k: int = 5,
-                 show_progress: bool = False) -> dict[str, Any]:
-    """Retrieve for every question with `pipeline.retrieve`; per-question rankings and the aggregate."""
+                 show_progress: bool = False, answers: int = 0, answer_top_k: int = 3,
+                 max_new_tokens: int = 160) -> dict[str, Any]:
+    """Retrieve for every question with `pipeline.retrieve`; per-question rankings and the aggregate.
+
+    The first `answers` questions are also answered from their top `answer_top_k` chunks, as `ask` does."""
     from tqdm.auto import tqdm
 
-    from ..rag.pipeline import retrieve
+    from ..rag.pipeline import answer, fit, retrieve
 
     depths = depths_for(top_k)
     retrieve(model, collection, questions[0].question, top_k)  # warm-up, not timed
@@ -127,17 +161,30 @@ def run_rag_eval(model, collection, questions: Sequence[Question], top_k: int = 
         rows.append({"q": q.question, "files": list(q.files), **score, "latency_ms": round(1000 * latencies[-1], 2),
                      "retrieved": [{"source": h.source, "heading": h.heading, "score": round(h.score, 4)}
                                    for h in hits]})
+    for q, row in zip(tqdm(questions[:answers], desc="answer", unit="question", disable=not show_progress), rows):
+        shown, _ = fit(model, q.question, retrieve(model, collection, q.question, answer_top_k),
+                       max_new_tokens=max_new_tokens)
+        t0 = time.perf_counter()
+        text = answer(model, q.question, shown, max_new_tokens=max_new_tokens, stream=False)
+        row.update(answer=text, answer_s=round(time.perf_counter() - t0, 2),
+                   answer_scores=score_answer(text, [h.source for h in shown], q.files))
     return {"metrics": aggregate(rows, latencies, depths), "per_question": rows}
 
 
 def rag_results_markdown(runs: Mapping[str, Mapping[str, Any]]) -> str:
     """One row per run label (``{label: metrics}``): hit@r and MRR in %, p50 latency in ms."""
     depths = sorted({int(k[4:]) for m in runs.values() for k in m if k.startswith("hit@")})
+    answers = any("n_answers" in m for m in runs.values())
     header = "| Run | Questions | " + " | ".join(f"hit@{r}" for r in depths) + " | MRR | p50 ms |"
-    lines = [header, "|---|---:|" + "---:|" * (len(depths) + 2)]
+    header += " Answers | cites % | cites right % | says unknown % |" if answers else ""
+    lines = [header, "|---|---:|" + "---:|" * (len(depths) + 2 + 4 * answers)]
     for label, m in runs.items():
         cells = [f"{100 * m[f'hit@{r}']:.1f}" if f"hit@{r}" in m else "" for r in depths]
         latency = f"{m['latency_ms_p50']:.0f}" if "latency_ms_p50" in m else ""
-        lines.append(f"| {label} | {m['n_questions']} | " + " | ".join(cells)
-                     + f" | {100 * m['mrr']:.1f} | {latency} |")
+        line = f"| {label} | {m['n_questions']} | " + " | ".join(cells) + f" | {100 * m['mrr']:.1f} | {latency} |"
+        if answers:
+            line += (f" {m['n_answers']} | " + " | ".join(f"{100 * m[k]:.1f}" for k in
+                                                         ("cites", "cites_right", "says_unknown")) + " |"
+                     if "n_answers" in m else " | | | |")
+        lines.append(line)
     return "\n".join(lines) + "\n"
