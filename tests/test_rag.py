@@ -259,7 +259,12 @@ def test_cli_ingest_retrieve_ask_chat(tiny_model_dir, tmp_path):
     lines = result.stdout.splitlines()
     assert lines[0].startswith("[1] ") and lines[2].startswith("[2] ") and len(lines) == 4
 
-    result = invoke("ask", "capital of France?", "-k", "2", "--max-new-tokens", "5", *common)
+    result = invoke("retrieve", "capital of France", "--top-k", "1", "--retrieval", "lexical", *common)
+    assert result.exit_code == 0, result.output
+    assert "France" in result.stdout  # BM25 alone finds the one chunk that names France
+
+    # dense: two chunks that fit the tiny model's 256 positions together (hybrid may pick longer ones)
+    result = invoke("ask", "capital of France?", "-k", "2", "--max-new-tokens", "5", "--retrieval", "dense", *common)
     assert result.exit_code == 0, result.output
     assert "\nSources:\n[1] " in result.stdout and "\n[2] " in result.stdout
 

@@ -10,6 +10,8 @@ ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Registry name, loc
 AdapterOpt = Annotated[str, typer.Option(
     "--adapter", "-a", help="PEFT adapter folder; 'default' = the shipped UniMAE adapter; 'none' = base model.")]
 PrecisionOpt = Annotated[str, typer.Option(help="auto (bf16 only where the CPU has AMX/AVX512-BF16), fp32 or bf16.")]
+RetrievalOpt = Annotated[str, typer.Option(
+    "--retrieval", help="hybrid (EOS embeddings + BM25, fused by rank), dense (embeddings only) or lexical (BM25 only).")]
 
 
 def load_model(model: str, adapter: Optional[str] = "default", precision: str = "auto", max_length: int = 512):

@@ -15,7 +15,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..cli_options import AdapterOpt, ModelOpt, PrecisionOpt, load_model
+from ..cli_options import AdapterOpt, ModelOpt, PrecisionOpt, RetrievalOpt, load_model
 
 from ..errors import UniragError
 
@@ -169,6 +169,7 @@ def rag(
     chunk_size: Annotated[int, typer.Option(help="Tokens per chunk (as `unirag ingest`).")] = 256,
     chunk_overlap: Annotated[int, typer.Option(help="Tokens shared by consecutive chunks (as `unirag ingest`).")] = 32,
     embed_headings: Annotated[bool, typer.Option(help="Embed 'title / heading path' before each chunk (as `unirag ingest`).")] = True,
+    retrieval: RetrievalOpt = "hybrid",
     answers: Annotated[int, typer.Option(min=0, help="Also answer the first N questions as `unirag ask` does "
                                          "and score their [n] citations (slow: ~20 s each on 2 CPU cores).")] = 0,
     answer_top_k: Annotated[int, typer.Option(min=1, help="Chunks shown to the generator for --answers.")] = 3,
@@ -216,12 +217,13 @@ def rag(
         typer.echo(f"unirag: warning: collection {collection!r} also holds {coll.count() - own} chunks of other "
                    "folders, which compete in retrieval; use a --collection of its own", err=True)
     result = run_rag_eval(uni, coll, items, top_k=top_k, show_progress=progress, answers=answers,
-                          answer_top_k=answer_top_k, max_new_tokens=max_new_tokens)
-    label = f"{uni.name} {collection}" + ("" if embed_headings else " (no headings)")
+                          answer_top_k=answer_top_k, max_new_tokens=max_new_tokens, mode=retrieval)
+    label = f"{uni.name} {collection} {retrieval}" + ("" if embed_headings else " (no headings)")
     table = rag_results_markdown({label: result["metrics"]})
     typer.echo(table, nl=False)
     if output is not None:
         record = {"model": uni.name, "docs": str(docs), "questions": str(questions), "collection": collection,
+                  "retrieval": retrieval,
                   "chunks": coll.count(), "top_k": top_k, "chunk_settings": settings.signature(),
                   "ingest": summary.line(), **result}
         output.parent.mkdir(parents=True, exist_ok=True)

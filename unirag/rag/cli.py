@@ -13,7 +13,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..cli_options import AdapterOpt, ModelOpt, PrecisionOpt, load_model
+from ..cli_options import AdapterOpt, ModelOpt, PrecisionOpt, RetrievalOpt, load_model
 
 DbOpt = Annotated[Path, typer.Option("--db", help="Folder of the embedded Chroma database.")]
 UrlOpt = Annotated[Optional[str], typer.Option("--chroma-url", envvar="UNIRAG_CHROMA_URL", help="Use a Chroma server (http://HOST:PORT, see `chroma run`) instead of --db.")]
@@ -99,6 +99,7 @@ def retrieve(
     db: DbOpt = DEFAULT_DB,
     chroma_url: UrlOpt = None,
     collection: CollectionOpt = "docs",
+    retrieval: RetrievalOpt = "hybrid",
     precision: PrecisionOpt = "auto",
 ):
     """Print the top-k chunks for a question (score, source, heading, first line), without generating."""
@@ -106,7 +107,7 @@ def retrieve(
 
     _check_question(question, "retrieve")
     uni, coll = _model_and_collection(db, chroma_url, collection, model, adapter, precision)
-    hits = run_retrieve(uni, coll, question, top_k)
+    hits = run_retrieve(uni, coll, question, top_k, retrieval)
     if not hits:
         typer.echo(f"unirag: collection {collection!r} is empty; run `unirag ingest` first")
     for i, hit in enumerate(hits, 1):
@@ -114,12 +115,12 @@ def retrieve(
 
 
 def _answer_and_cite(uni, coll, question: str, top_k: int, history, max_new_tokens: int,
-                     temperature: float, query: Optional[str] = None) -> str:
+                     temperature: float, query: Optional[str] = None, retrieval: str = "hybrid") -> str:
     """Retrieve, stream the answer, print the sources; returns the answer text."""
     from .pipeline import answer, citations, fit
     from .pipeline import retrieve as run_retrieve
 
-    hits = run_retrieve(uni, coll, query or question, top_k)
+    hits = run_retrieve(uni, coll, query or question, top_k, retrieval)
     hits, history = fit(uni, question, hits, history, max_new_tokens)
     pieces = []
     for piece in answer(uni, question, hits, history, max_new_tokens=max_new_tokens,
@@ -142,6 +143,7 @@ def ask(
     db: DbOpt = DEFAULT_DB,
     chroma_url: UrlOpt = None,
     collection: CollectionOpt = "docs",
+    retrieval: RetrievalOpt = "hybrid",
     max_new_tokens: MaxNewOpt = 256,
     temperature: TemperatureOpt = 0.0,
     precision: PrecisionOpt = "auto",
@@ -149,7 +151,7 @@ def ask(
     """Answer a question from the indexed documents, streaming, with numbered citations."""
     _check_question(question, "ask")
     uni, coll = _model_and_collection(db, chroma_url, collection, model, adapter, precision)
-    _answer_and_cite(uni, coll, question, top_k, [], max_new_tokens, temperature)
+    _answer_and_cite(uni, coll, question, top_k, [], max_new_tokens, temperature, retrieval=retrieval)
 
 
 def chat(
@@ -159,6 +161,7 @@ def chat(
     db: DbOpt = DEFAULT_DB,
     chroma_url: UrlOpt = None,
     collection: CollectionOpt = "docs",
+    retrieval: RetrievalOpt = "hybrid",
     max_new_tokens: MaxNewOpt = 256,
     temperature: TemperatureOpt = 0.0,
     precision: PrecisionOpt = "auto",
@@ -178,5 +181,6 @@ def chat(
             break
         query = f"{history[-1][0]}\n{question}" if history else question  # follow-ups keep their topic
         typer.echo("unirag> ", nl=False)
-        reply = _answer_and_cite(uni, coll, question, top_k, history, max_new_tokens, temperature, query)
+        reply = _answer_and_cite(uni, coll, question, top_k, history, max_new_tokens, temperature, query,
+                                 retrieval)
         history.append((question, reply))

@@ -24,18 +24,21 @@ from dataclasses import dataclass, field, replace
 
 from ..errors import UniragError
 from ..prefix_cache import PrefixCache
-from . import store
+from . import lexical, store
 
 SYSTEM_PROMPT = (
     "Answer using only the numbered context passages. Cite them by number, like [1]. "
     "If the context does not contain the answer, say so; do not guess."
 )
 Turn = tuple[str, str]  # (question, answer)
+RETRIEVAL_MODES = ("hybrid", "dense", "lexical")
+CANDIDATES = 20  # per ranking, before fusion
 
 
 @dataclass(frozen=True)
 class Hit:
-    """One retrieved chunk; score is cosine similarity (1 - Chroma's cosine distance)."""
+    """One retrieved chunk. score: cosine similarity (1 - Chroma's cosine distance) in dense mode,
+    the fused reciprocal-rank score in hybrid mode, the BM25 score in lexical mode."""
 
     id: str
     score: float
@@ -64,33 +67,62 @@ class Retrieval:
     prefix: PrefixCache | None = None
 
 
-def retrieve(model, collection, question: str, top_k: int = 5) -> list[Hit]:
-    """The top_k chunks nearest to the question, best first."""
-    return search(model, collection, question, top_k).hits
+def retrieve(model, collection, question: str, top_k: int = 5, mode: str = "hybrid") -> list[Hit]:
+    """The top_k chunks for the question, best first."""
+    return search(model, collection, question, top_k, mode=mode).hits
 
 
-def search(model, collection, question: str, top_k: int = 5, keep_cache: bool = False) -> Retrieval:
+def search(model, collection, question: str, top_k: int = 5, keep_cache: bool = False,
+           mode: str = "hybrid") -> Retrieval:
     """`retrieve`, and with keep_cache also the KV cache of the question's embedding pass (the
-    same vector either way), for `answer(..., prefix=...)`."""
+    same vector either way), for `answer(..., prefix=...)`.
+
+    mode "dense": nearest EOS embeddings. "lexical": BM25 over the same chunks (`lexical.py`).
+    "hybrid" (default): the top CANDIDATES of each, fused by reciprocal rank.
+    """
     if not question.strip():
         raise UniragError("the question is empty")
     if top_k < 1:
         raise UniragError("--top-k must be at least 1")
+    if mode not in RETRIEVAL_MODES:
+        raise UniragError(f"unknown retrieval mode {mode!r}; choose from {', '.join(RETRIEVAL_MODES)}")
     store.check_model(collection, model)
     count = collection.count()
     if count == 0:
         return Retrieval([])
-    pooling, prefix = store.collection_pooling(collection), None
-    if keep_cache:
-        vector, prefix = model.embed_with_cache(question, pooling=pooling)
+    dense: list[Hit] = []
+    prefix = None
+    if mode != "lexical":
+        pooling = store.collection_pooling(collection)
+        if keep_cache:
+            vector, prefix = model.embed_with_cache(question, pooling=pooling)
+        else:
+            vector = model.embed([question], pooling=pooling)[0]
+        depth = top_k if mode == "dense" else max(top_k, CANDIDATES)
+        result = collection.query(query_embeddings=[vector], n_results=min(depth, count),
+                                  include=["documents", "metadatas", "distances"])
+        dense = [Hit(id_, 1.0 - float(dist), doc or "", meta.get("source", ""), meta.get("heading", ""), meta)
+                 for id_, doc, meta, dist in zip(result["ids"][0], result["documents"][0],
+                                                 result["metadatas"][0], result["distances"][0])]
+    if mode == "dense":
+        return Retrieval(dense, prefix)
+    words = lexical.index_for(collection).search(question, top_k if mode == "lexical" else max(top_k, CANDIDATES))
+    if mode == "lexical":
+        ranked = words
     else:
-        vector = model.embed([question], pooling=pooling)[0]
-    result = collection.query(query_embeddings=[vector], n_results=min(top_k, count),
-                              include=["documents", "metadatas", "distances"])
-    hits = [Hit(id_, 1.0 - float(dist), doc or "", meta.get("source", ""), meta.get("heading", ""), meta)
-            for id_, doc, meta, dist in zip(result["ids"][0], result["documents"][0],
-                                            result["metadatas"][0], result["distances"][0])]
-    return Retrieval(hits, prefix)
+        ranked = lexical.reciprocal_rank_fusion([[h.id for h in dense], [id_ for id_, _ in words]])
+    ranked = ranked[:top_k]
+    return Retrieval(_hits(collection, ranked, {h.id: h for h in dense}), prefix)
+
+
+def _hits(collection, ranked: Sequence[tuple[str, float]], known: dict[str, Hit]) -> list[Hit]:
+    """Hits for (id, score) pairs, reading from Chroma only the chunks dense search did not return."""
+    missing = [id_ for id_, _ in ranked if id_ not in known]
+    if missing:
+        got = collection.get(ids=missing, include=["documents", "metadatas"])
+        for id_, doc, meta in zip(got["ids"], got["documents"], got["metadatas"]):
+            known[id_] = Hit(id_, 0.0, doc or "", meta.get("source", ""), meta.get("heading", ""), meta)
+    return [replace(known[id_], score=score) for id_, score in ranked if id_ in known]
 
 
 def format_context(hits: Sequence[Hit]) -> str:

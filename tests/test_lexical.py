@@ -1,0 +1,75 @@
+"""Hybrid retrieval: BM25 over the collection's own chunks, fused with dense search by reciprocal rank."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from unirag.errors import UniragError
+from unirag.rag import lexical, store
+from unirag.rag.chunking import ChunkSettings
+from unirag.rag.ingest import ingest as run_ingest
+from unirag.rag.pipeline import retrieve, search
+
+SMALL = ChunkSettings(chunk_size=32, overlap=8)
+
+
+def test_reciprocal_rank_fusion_adds_one_over_k_plus_rank():
+    fused = lexical.reciprocal_rank_fusion([["a", "b", "c"], ["b", "d"]], k=60)
+    assert [id_ for id_, _ in fused] == ["b", "a", "d", "c"]  # d: 1/62 beats c: 1/63
+    assert fused[0][1] == pytest.approx(1 / 62 + 1 / 61)
+    assert fused[1][1] == pytest.approx(1 / 61)
+    # equal scores keep first-appearance order, so the result is deterministic
+    assert [id_ for id_, _ in lexical.reciprocal_rank_fusion([["x"], ["y"]])] == ["x", "y"]
+
+
+def test_bm25_index_stems_and_ignores_stopword_only_queries():
+    index = lexical.LexicalIndex.build(["loops", "cats"], ["Loops can return values with break.",
+                                                           "The cat sat on the mat."])
+    assert [id_ for id_, _ in index.search("How does a loop return a value?", 2)] == ["loops"]
+    assert index.search("the and of", 2) == []
+    assert index.search("zebra", 2) == []
+    assert lexical.LexicalIndex.build([], []).search("loops", 3) == []
+
+
+def write(root: Path, files: dict[str, str]) -> Path:
+    root.mkdir(exist_ok=True)
+    for name, text in files.items():
+        (root / name).write_text(text)
+    return root
+
+
+def test_index_follows_incremental_ingest(tiny, tmp_path):
+    collection = store.open_collection(store.connect(tmp_path / "db"), "docs", tiny, create=True)
+    docs = write(tmp_path / "docs", {"loops.md": "# Loops\n\nLoops can return values with break.\n",
+                                     "cats.md": "# Cats\n\nThe cat sat on the mat.\n"})
+    run_ingest(tiny, collection, docs, settings=SMALL, progress=False)
+    first = retrieve(tiny, collection, "break out of a loop", top_k=1, mode="lexical")
+    assert first[0].source == "loops.md" and first[0].score > 0
+    assert lexical.index_for(collection) is lexical.index_for(collection)  # unchanged: not rebuilt
+
+    (docs / "cats.md").write_text("# Cats\n\nA zebra is not a cat.\n")  # changed file
+    (docs / "loops.md").unlink()  # removed file
+    run_ingest(tiny, collection, docs, settings=SMALL, progress=False)
+    assert [h.source for h in retrieve(tiny, collection, "zebra", top_k=3, mode="lexical")] == ["cats.md"]
+    assert retrieve(tiny, collection, "break out of a loop", top_k=3, mode="lexical") == []
+
+
+def test_hybrid_keeps_the_keyword_match_and_dense_candidates(tiny, tmp_path):
+    collection = store.open_collection(store.connect(tmp_path / "db"), "docs", tiny, create=True)
+    docs = write(tmp_path / "docs", {f"note{i}.md": f"# Note {i}\n\nFiller text number {i} about nothing.\n"
+                                     for i in range(8)})
+    write(docs, {"borrow.md": "# Borrowing\n\nThe borrow checker enforces references rules.\n"})
+    run_ingest(tiny, collection, docs, settings=SMALL, progress=False)
+    question = "What does the borrow checker enforce?"
+    dense = retrieve(tiny, collection, question, top_k=collection.count(), mode="dense")
+    hybrid = search(tiny, collection, question, top_k=3, keep_cache=True)
+    assert hybrid.hits[0].source == "borrow.md"  # BM25 rank 1 and somewhere in the dense ranking
+    assert len({h.id for h in hybrid.hits}) == 3
+    assert hybrid.prefix is not None  # the embedding pass's KV cache is still kept
+    by_id = {h.id: h for h in dense}
+    assert all(h.text == by_id[h.id].text and h.source == by_id[h.id].source for h in hybrid.hits)
+    assert all(-1.0 <= h.score <= 1.0001 for h in dense)
+    with pytest.raises(UniragError, match="unknown retrieval mode"):
+        retrieve(tiny, collection, question, mode="sparse")

@@ -1,0 +1,119 @@
+"""Lexical (BM25) search over a collection's own chunks, and reciprocal rank fusion with dense search.
+
+Why: a question such as "When is `if let` more convenient than `match`?" names the very words of
+the right chapter. A 135M-parameter embedding blurs such rare keywords; BM25 does not. Fusing the
+two rankings costs one sparse lookup, no second model.
+
+The index is built from what the Chroma collection itself stores (each chunk's title, heading path
+and text), so it cannot drift from the vectors: it lives in memory, keyed by the collection and a
+digest of its chunk ids. Chunk ids change whenever a file's content changes (see
+`ingest.chunk_id`), so after any incremental ingest the next query rebuilds it (~0.3 s per 2,000
+chunks on 2 CPU cores). Nothing is written to disk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+RRF_K = 60  # the constant of Cormack et al. (2009); larger flattens the rank weights
+PAGE = 5000
+
+
+def tokenize(texts: Sequence[str]):
+    """Lower-cased words of 2+ characters, English stopwords dropped, Snowball-stemmed ("loops" -> "loop")."""
+    import bm25s
+    import Stemmer
+
+    stemmer = Stemmer.Stemmer("english")  # cheap to make; one per call because stemmers are not thread-safe
+    return bm25s.tokenize(list(texts), stopwords="en", stemmer=stemmer.stemWords, show_progress=False)
+
+
+def chunk_words(document: str, metadata: dict) -> str:
+    """What BM25 reads for a chunk: its title and heading path (as embedded at ingest), then its text."""
+    title, heading = metadata.get("title", ""), metadata.get("heading", "")
+    return "\n".join(part for part in (title, heading, document) if part)
+
+
+@dataclass
+class LexicalIndex:
+    """BM25 over one snapshot of a collection; `search` returns (chunk id, BM25 score), best first."""
+
+    ids: list[str]
+    digest: str
+    retriever: object  # bm25s.BM25, or None for an empty collection
+
+    @classmethod
+    def build(cls, ids: Sequence[str], texts: Sequence[str], digest: str = "") -> LexicalIndex:
+        import bm25s
+
+        if not ids:
+            return cls([], digest, None)
+        retriever = bm25s.BM25()
+        retriever.index(tokenize(texts), show_progress=False)
+        return cls(list(ids), digest, retriever)
+
+    def search(self, query: str, k: int) -> list[tuple[str, float]]:
+        if self.retriever is None or k < 1:
+            return []
+        tokens = tokenize([query])
+        if not tokens.vocab:  # only stopwords or punctuation: no lexical signal
+            return []
+        docs, scores = self.retriever.retrieve(tokens, k=min(k, len(self.ids)), show_progress=False)
+        return [(self.ids[int(d)], float(s)) for d, s in zip(docs[0], scores[0]) if s > 0]
+
+
+def ids_digest(ids: Sequence[str]) -> str:
+    return hashlib.sha256("\n".join(sorted(ids)).encode()).hexdigest()
+
+
+_CACHE: dict[str, LexicalIndex] = {}
+_LOCK = threading.Lock()
+
+
+def index_for(collection) -> LexicalIndex:
+    """The collection's BM25 index, rebuilt only when its set of chunk ids changed since last time."""
+    ids = _all_ids(collection)
+    digest = ids_digest(ids)
+    key = f"{collection.id}"
+    with _LOCK:
+        index = _CACHE.get(key)
+        if index is None or index.digest != digest:
+            texts, ids = _all_texts(collection)
+            index = _CACHE[key] = LexicalIndex.build(ids, texts, ids_digest(ids))
+        return index
+
+
+def _all_ids(collection) -> list[str]:
+    ids, offset = [], 0
+    while True:
+        got = collection.get(include=[], limit=PAGE, offset=offset)
+        ids += got["ids"]
+        if len(got["ids"]) < PAGE:
+            return ids
+        offset += PAGE
+
+
+def _all_texts(collection) -> tuple[list[str], list[str]]:
+    texts, ids, offset = [], [], 0
+    while True:
+        got = collection.get(include=["documents", "metadatas"], limit=PAGE, offset=offset)
+        ids += got["ids"]
+        texts += [chunk_words(doc or "", meta or {}) for doc, meta in zip(got["documents"], got["metadatas"])]
+        if len(got["ids"]) < PAGE:
+            return texts, ids
+        offset += PAGE
+
+
+def reciprocal_rank_fusion(rankings: Sequence[Sequence[str]], k: int = RRF_K) -> list[tuple[str, float]]:
+    """Fuse ranked id lists: score(id) = sum over lists of 1 / (k + rank), rank from 1; best first.
+
+    Ties keep the order of first appearance (the first list wins), so the result is deterministic.
+    """
+    scores: dict[str, float] = {}
+    for ranking in rankings:
+        for rank, id_ in enumerate(ranking, 1):
+            scores[id_] = scores.get(id_, 0.0) + 1.0 / (k + rank)
+    return sorted(scores.items(), key=lambda item: -item[1])
