@@ -17,8 +17,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -26,6 +27,9 @@ import torch
 from .errors import UniragError
 from .hardware import resolve_precision
 from .prefix_cache import PrefixCache
+
+if TYPE_CHECKING:
+    from .doc_cache import ChunkedPrefill, ChunkedPrompt, ChunkKVCache
 
 POOLINGS = ("eos", "mean", "last", "echo")
 log = logging.getLogger("unirag")
@@ -288,9 +292,13 @@ class UniModel:
 
     def _stream_text(self, prompt_ids, max_new_tokens, temperature, top_p, seed, prefix=None) -> Iterator[str]:
         """Decode incrementally; hold back pieces that end inside a multi-byte character."""
+        return self.text_pieces(self.generate_ids(prompt_ids, max_new_tokens, temperature, top_p, seed, prefix))
+
+    def text_pieces(self, token_ids: Iterable[int]) -> Iterator[str]:
+        """New text as generated ids arrive; pieces ending inside a multi-byte character wait."""
         generated: list[int] = []
         shown = ""
-        for token_id in self.generate_ids(prompt_ids, max_new_tokens, temperature, top_p, seed, prefix):
+        for token_id in token_ids:
             generated.append(token_id)
             text = self.tokenizer.decode(generated, skip_special_tokens=True)
             if text.endswith("\ufffd"):
@@ -309,8 +317,6 @@ class UniModel:
         """
         from transformers import DynamicCache
 
-        generator = torch.Generator().manual_seed(seed) if seed is not None else None
-        stops = self._stop_ids()
         reused = self.reusable_prefix(prefix, prompt_ids)
         if reused:
             with self._lock, torch.inference_mode():
@@ -318,7 +324,37 @@ class UniModel:
         else:
             cache = DynamicCache(config=self.model.config)
         log.debug("generate: %d of %d prompt tokens reused from the prefix cache", reused, len(prompt_ids))
-        step_input = torch.tensor([prompt_ids[reused:]], device=self.device)
+        yield from self._decode(cache, prompt_ids[reused:], max_new_tokens, temperature, top_p, seed)
+
+    def generate_with_chunks(self, prompt: ChunkedPrompt, store: ChunkKVCache, max_new_tokens: int = 256,
+                             temperature: float = 0.0, top_p: float = 1.0,
+                             seed: int | None = None) -> tuple[Iterator[int], ChunkedPrefill]:
+        """Generate with document-side KV reuse (`doc_cache.py`; never used by `generate_ids`).
+
+        The prompt's chunk segments take their keys and values from `store` (computed alone and
+        stored on a miss), moved to their position; the rest is prefilled. APPROXIMATE: a chunk
+        after other text did not attend to it, so the output can differ from `generate_ids`
+        (exact only for a single chunk opening the prompt). The prefill runs now; returns the
+        lazy iterator of new token ids and the prefill's statistics.
+        """
+        from .doc_cache import prefill_chunked
+
+        if len(prompt) + max_new_tokens > self.context_window:
+            raise UniragError(
+                f"the prompt has {len(prompt)} tokens; with max_new_tokens={max_new_tokens} it exceeds "
+                f"the model's context window of {self.context_window} tokens. Shorten it."
+            )
+        prefill = prefill_chunked(self, prompt, store)
+        log.debug("generate_with_chunks: %d prompt tokens, %d reused, %d computed alone, %d prefilled",
+                  len(prompt), prefill.reused_tokens, prefill.computed_tokens, prefill.prefilled_tokens)
+        return self._decode(prefill.cache, [prefill.last_id], max_new_tokens, temperature, top_p, seed), prefill
+
+    def _decode(self, cache, step_ids: list[int], max_new_tokens: int, temperature: float, top_p: float,
+                seed: int | None) -> Iterator[int]:
+        """Feed `step_ids` (the prompt tokens `cache` does not hold yet), then sample token by token."""
+        generator = torch.Generator().manual_seed(seed) if seed is not None else None
+        stops = self._stop_ids()
+        step_input = torch.tensor([step_ids], device=self.device)
         for _ in range(max_new_tokens):
             # Contexts are entered per step, not around the loop: a streaming consumer (e.g. a
             # web server's thread pool) may resume this generator on another thread, and both
