@@ -247,6 +247,20 @@ def test_retrieve_prompt_and_streamed_answer(tiny, tmp_path):
     assert all(isinstance(p, str) for p in pieces)
 
 
+def test_answer_with_document_side_kv_reuse(tiny, tmp_path):
+    """chunk_cache: passages' K/V are stored on the first answer and reused by the next."""
+    from unirag.doc_cache import ChunkKVCache
+
+    collection = open_db(tiny, tmp_path / "db")
+    run_ingest(tiny, collection, write_docs(tmp_path / "docs"), settings=SMALL)
+    hits, _ = fit(tiny, "Where?", run_retrieve(tiny, collection, "capital of France", top_k=2), max_new_tokens=8)
+    cache = ChunkKVCache(max_mb=64)
+    first = answer(tiny, "Where?", hits, max_new_tokens=8, stream=False, chunk_cache=cache)
+    assert isinstance(first, str) and len(cache) == len(hits) and cache.misses == len(hits)
+    again = "".join(answer(tiny, "Where?", hits, max_new_tokens=8, stream=True, chunk_cache=cache))
+    assert again == first and cache.hits == len(hits)
+
+
 def test_cli_ingest_retrieve_ask_chat(tiny_model_dir, tmp_path):
     docs = write_docs(tmp_path / "docs")
     common = ["--model", str(tiny_model_dir), "--db", str(tmp_path / "db"), "--precision", "fp32"]
@@ -268,7 +282,8 @@ def test_cli_ingest_retrieve_ask_chat(tiny_model_dir, tmp_path):
     assert result.exit_code == 0, result.output
     assert "\nSources:\n[1] " in result.stdout and "\n[2] " in result.stdout
 
-    result = runner.invoke(app, ["chat", "-k", "1", "--max-new-tokens", "4", *common], input="cats?\nand dogs?\n/exit\n")
+    result = runner.invoke(app, ["chat", "-k", "1", "--max-new-tokens", "4", "--doc-cache-mb", "16", *common],
+                           input="cats?\nand dogs?\n/exit\n")
     assert result.exit_code == 0, result.output
     assert result.stdout.count("unirag> ") == 2 and result.stdout.count("Sources:") == 2
 

@@ -164,7 +164,7 @@ def test_eval_rag_command_on_tiny_model(tiny_model_dir, tmp_path):
     assert "0 added, 0 changed, 0 removed, 3 unchanged" in again.output
     assert json.loads(out.read_text())["metrics"]["mrr"] == m["mrr"]
     answered = runner.invoke(eval_app, args + ["--answers", "1", "--answer-top-k", "2",
-                                                "--max-new-tokens", "8"])
+                                                "--max-new-tokens", "8", "--doc-cache-mb", "16"])
     assert answered.exit_code == 0, answered.output
     record = json.loads(out.read_text())
     assert record["metrics"]["n_answers"] == 1 and "cites" in record["metrics"]

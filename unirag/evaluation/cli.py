@@ -177,6 +177,8 @@ def rag(
                                          "and score their [n] citations (slow: ~20 s each on 2 CPU cores).")] = 0,
     answer_top_k: Annotated[int, typer.Option(min=1, help="Chunks shown to the generator for --answers.")] = 3,
     max_new_tokens: Annotated[int, typer.Option(min=1, help="Longest answer for --answers, in tokens.")] = 160,
+    doc_cache_mb: Annotated[float, typer.Option(min=0, help="Answer with document-side KV reuse (this many MB; "
+                                                "approximate) to measure its effect. 0 = off.")] = 0.0,
     data: DataOpt = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="JSON file for the metrics and every "
                                                    "question's ranking; a .md table is written beside it.")] = None,
@@ -193,6 +195,7 @@ def rag(
     from ..rag.ingest import ingest as run_ingest
     from ..rag.ingest import scan
     from ..rag.store import connect, open_collection, records
+    from ..doc_cache import ChunkKVCache
     from .rag import load_questions, rag_results_markdown, run_rag_eval, same_file
 
     if reference not in (None, "minilm"):
@@ -222,7 +225,8 @@ def rag(
         typer.echo(f"unirag: warning: collection {collection!r} also holds {coll.count() - own} chunks of other "
                    "folders, which compete in retrieval; use a --collection of its own", err=True)
     result = run_rag_eval(uni, coll, items, top_k=top_k, show_progress=progress, answers=answers,
-                          answer_top_k=answer_top_k, max_new_tokens=max_new_tokens, mode=retrieval)
+                          answer_top_k=answer_top_k, max_new_tokens=max_new_tokens, mode=retrieval,
+                          chunk_cache=ChunkKVCache(doc_cache_mb) if doc_cache_mb > 0 else None)
     label = f"{uni.name} {collection} {retrieval}" + ("" if embed_headings else " (no headings)")
     runs = {label: result["metrics"]}
     if reference:

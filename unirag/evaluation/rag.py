@@ -142,7 +142,8 @@ def aggregate(per_question: Sequence[Mapping[str, Any]], latencies_s: Sequence[f
 
 def run_rag_eval(model, collection, questions: Sequence[Question], top_k: int = 5,
                  show_progress: bool = False, answers: int = 0, answer_top_k: int = 3,
-                 max_new_tokens: int = 160, mode: str = "hybrid", retriever=None) -> dict[str, Any]:
+                 max_new_tokens: int = 160, mode: str = "hybrid", retriever=None,
+                 chunk_cache=None) -> dict[str, Any]:
     """Retrieve for every question with `pipeline.retrieve`; per-question rankings and the aggregate.
 
     The first `answers` questions are also answered from their top `answer_top_k` chunks, as `ask` does.
@@ -170,7 +171,7 @@ def run_rag_eval(model, collection, questions: Sequence[Question], top_k: int = 
         shown, _ = fit(model, q.question, ranked(q.question, answer_top_k),
                        max_new_tokens=max_new_tokens)
         t0 = time.perf_counter()
-        text = answer(model, q.question, shown, max_new_tokens=max_new_tokens, stream=False)
+        text = answer(model, q.question, shown, max_new_tokens=max_new_tokens, stream=False, chunk_cache=chunk_cache)
         row.update(answer=text, answer_s=round(time.perf_counter() - t0, 2),
                    answer_scores=score_answer(text, [h.source for h in shown], q.files))
     return {"metrics": aggregate(rows, latencies, depths), "per_question": rows}

@@ -115,7 +115,8 @@ def retrieve(
 
 
 def _answer_and_cite(uni, coll, question: str, top_k: int, history, max_new_tokens: int,
-                     temperature: float, query: Optional[str] = None, retrieval: str = "hybrid") -> str:
+                     temperature: float, query: Optional[str] = None, retrieval: str = "hybrid",
+                     chunk_cache=None) -> str:
     """Retrieve, stream the answer, print the sources; returns the answer text."""
     from .pipeline import answer, citations, fit
     from .pipeline import retrieve as run_retrieve
@@ -124,7 +125,7 @@ def _answer_and_cite(uni, coll, question: str, top_k: int, history, max_new_toke
     hits, history = fit(uni, question, hits, history, max_new_tokens)
     pieces = []
     for piece in answer(uni, question, hits, history, max_new_tokens=max_new_tokens,
-                        temperature=temperature, stream=True):
+                        temperature=temperature, stream=True, chunk_cache=chunk_cache):
         pieces.append(piece)
         typer.echo(_safe(piece), nl=False)
     typer.echo()
@@ -165,12 +166,20 @@ def chat(
     max_new_tokens: MaxNewOpt = 256,
     temperature: TemperatureOpt = 0.0,
     precision: PrecisionOpt = "auto",
+    doc_cache_mb: Annotated[float, typer.Option(min=0, help="Keep passages' KV states (this many MB, LRU) and "
+                                                "reuse them in later answers: faster, but APPROXIMATE (answers can "
+                                                "differ; docs/PERFORMANCE.md). 0 = off.")] = 0.0,
 ):
     """Chat with your documents: each question retrieves afresh; earlier turns stay in the prompt."""
     uni, coll = _model_and_collection(db, chroma_url, collection, model, adapter, precision)
     typer.echo(f"unirag chat over {collection!r} ({coll.count()} chunks) with {uni.name}; "
                "an empty line, /exit or Ctrl-D quits.")
     history: list[tuple[str, str]] = []
+    chunk_cache = None
+    if doc_cache_mb > 0:
+        from ..doc_cache import ChunkKVCache
+
+        chunk_cache = ChunkKVCache(doc_cache_mb)
     while True:
         try:
             question = input("\nyou> ").strip()
@@ -182,5 +191,5 @@ def chat(
         query = f"{history[-1][0]}\n{question}" if history else question  # follow-ups keep their topic
         typer.echo("unirag> ", nl=False)
         reply = _answer_and_cite(uni, coll, question, top_k, history, max_new_tokens, temperature, query,
-                                 retrieval)
+                                 retrieval, chunk_cache)
         history.append((question, reply))

@@ -166,15 +166,27 @@ def fit(model, question: str, hits: Sequence[Hit], history: Sequence[Turn] = (),
 
 def answer(model, question: str, hits: Sequence[Hit], history: Sequence[Turn] = (), *,
            max_new_tokens: int = 256, temperature: float = 0.0, stream: bool = True,
-           prefix: PrefixCache | None = None) -> Iterator[str] | str:
+           prefix: PrefixCache | None = None, chunk_cache=None) -> Iterator[str] | str:
     """Generate a grounded answer; with stream=True an iterator of text pieces.
 
     Call `fit()` first when you print citations, and pass its hits: then the numbers match.
     `prefix` (`search(..., keep_cache=True).prefix`) is reused where the prompt starts with its ids.
+    `chunk_cache` (a `doc_cache.ChunkKVCache`) reuses each passage's keys and values computed
+    alone: faster for passages seen before, but APPROXIMATE (a passage did not attend to what
+    precedes it in the prompt), so answers can differ; off unless given. See docs/PERFORMANCE.md.
     """
     hits, history = fit(model, question, hits, history, max_new_tokens)
-    return model.generate(build_prompt(question, hits, history), max_new_tokens=max_new_tokens,
-                          temperature=temperature, stream=stream, prefix=prefix)
+    messages = build_prompt(question, hits, history)
+    if chunk_cache is None:
+        return model.generate(messages, max_new_tokens=max_new_tokens, temperature=temperature,
+                              stream=stream, prefix=prefix)
+    from ..doc_cache import split_prompt
+
+    prompt = split_prompt(model, messages, [hit.text for hit in hits])
+    ids, _ = model.generate_with_chunks(prompt, chunk_cache, max_new_tokens=max_new_tokens,
+                                        temperature=temperature)
+    pieces = model.text_pieces(ids)
+    return pieces if stream else "".join(pieces)
 
 
 def citations(hits: Sequence[Hit]) -> list[str]:
