@@ -8,6 +8,8 @@ One JSON line per variant goes to `<out>/results.jsonl`; a Markdown table is pri
 
     python train/ablate.py --recipe cpu-quick --set steps=30 \
         plain: anchor1:anchor_weight=1 anchor5:anchor_weight=5
+
+`init_adapter=FOLDER` in a variant starts it from an existing adapter (e.g. to continue one).
 """
 
 from __future__ import annotations
@@ -76,7 +78,9 @@ def main() -> None:
         start = time.perf_counter()
         if not (folder / "unirag.json").is_file():
             resume = (folder / "checkpoints").is_dir()
-            train(load_config(args.recipe, overrides), args.model, args.corpus, str(folder), resume=resume)
+            config = {k: v for k, v in overrides.items() if k != "init_adapter"}  # a train() argument
+            train(load_config(args.recipe, config), args.model, args.corpus, str(folder), resume=resume,
+                  init_adapter=overrides.get("init_adapter"))
         train_s = time.perf_counter() - start
         info = json.loads((folder / "unirag.json").read_text())
         scores = evaluate(args.model, str(folder), args)
