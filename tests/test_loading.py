@@ -91,6 +91,22 @@ def test_adapter_loads_merges_and_changes_embeddings(tmp_path, tiny_model_dir):
     np.testing.assert_allclose(unmerged.embed(["A dog ran."]), adapted.embed(["A dog ran."]), atol=1e-4)
 
 
+def test_retrained_adapter_under_the_same_name_is_another_model(tmp_path, tiny_model_dir):
+    """The name carries a digest of the weights, so a collection made with the old adapter refuses
+    the new one even when both folders say name 'test-adapter'."""
+    from unirag.rag import store
+
+    old = UniModel.load(str(tiny_model_dir), str(make_adapter(tiny_model_dir, tmp_path / "a", seed=1)))
+    new = UniModel.load(str(tiny_model_dir), str(make_adapter(tiny_model_dir, tmp_path / "b", seed=2)))
+    assert old.name.split("@")[0] == new.name.split("@")[0] == f"{tiny_model_dir}+test-adapter"
+    assert old.name != new.name
+    again = UniModel.load(str(tiny_model_dir), str(tmp_path / "a"))
+    assert again.name == old.name
+    collection = store.open_collection(store.connect(tmp_path / "db"), "docs", old, create=True)
+    with pytest.raises(UniragError, match="holds vectors from model"):
+        store.check_model(collection, new)
+
+
 def test_adapter_for_another_base_is_refused(tmp_path, tiny_model_dir):
     from tiny import save_tiny_model
 

@@ -7,6 +7,7 @@ base model it was trained on). A pickled `adapter_model.bin` is refused.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -51,6 +52,18 @@ def read_adapter_info(path: str | Path) -> dict:
         return json.loads(info_file.read_text())
     except (ValueError, UnicodeDecodeError):
         raise UniragError(f"{info_file} is corrupt (not valid JSON)") from None
+
+
+def weights_digest(path: str | Path, length: int = 8) -> str:
+    """The first `length` hex digits of the SHA-256 of the adapter's weights file.
+
+    It goes into the model's name (`base+adapter@digest`), which a Chroma collection records: a
+    retrained adapter saved under the same folder name then no longer passes for the old one."""
+    digest = hashlib.sha256()
+    with open(Path(path).expanduser() / "adapter_model.safetensors", "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()[:length]
 
 
 def apply_adapter(model, path: str | Path, merge: bool = True):

@@ -78,7 +78,7 @@ class UniModel:
         adapter="default" takes the UniMAE adapter shipped for registry models (none for other
         models); None or "none" loads the plain base model; anything else is an adapter folder.
         """
-        from .adapters import apply_adapter
+        from .adapters import apply_adapter, weights_digest
         from .models import DEFAULT_MODEL, load_base, resolve_adapter
 
         model_name = model or DEFAULT_MODEL
@@ -88,7 +88,7 @@ class UniModel:
         name = model_name
         if adapter:
             base, info = apply_adapter(base, adapter, merge=merge)
-            name = f"{model_name}+{info.get('name', adapter)}"
+            name = f"{model_name}+{info.get('name', adapter)}@{weights_digest(adapter)}"
         if device:
             base.to(device)
         return cls(base, tokenizer, name=name, max_length=max_length, precision=precision, info=info)
