@@ -20,8 +20,10 @@ query), timed after one untimed warm-up call.
 With ``answers=N`` the first N questions also get an answer through ``pipeline.answer`` (greedy,
 the prompt `ask` builds), scored by `score_answer`: ``cites`` (the answer has at least one valid
 ``[n]`` marker), ``cites_right`` (one of its markers points at a chunk of a right file) and
-``says_unknown`` (it says the context lacks the answer). These measure the citing habit of the
-generator, not whether the answer is true; read the answers (kept per question) for that.
+``says_unknown`` (it says the context lacks the answer). They are scored on the answer as `ask`
+prints it (with unirag's sentence attribution, `rag/attribution.py`) and, as ``model_cites`` /
+``model_cites_right``, on the model's own text before attribution. These measure citing, not
+whether the answer is true; read the answers (kept per question) for that.
 
 Public API: ``Question``, ``load_questions``, ``score_ranking``, ``score_answer``, ``aggregate``,
 ``depths_for``, ``run_rag_eval``, ``rag_results_markdown``.
@@ -133,6 +135,9 @@ def aggregate(per_question: Sequence[Mapping[str, Any]], latencies_s: Sequence[f
         metrics["n_answers"] = len(answered)
         for key in ("cites", "cites_right", "says_unknown"):
             metrics[key] = sum(a[key] for a in answered) / len(answered)
+        own = [q["model_scores"] for q in per_question if "model_scores" in q]
+        for key in ("cites", "cites_right") if own else ():
+            metrics[f"model_{key}"] = sum(a[key] for a in own) / len(own)
     if latencies_s:
         ms = sorted(1000 * t for t in latencies_s)
         metrics["latency_ms_p50"] = statistics.median(ms)
@@ -151,6 +156,7 @@ def run_rag_eval(model, collection, questions: Sequence[Question], top_k: int = 
     """
     from tqdm.auto import tqdm
 
+    from ..rag.attribution import cite_stream
     from ..rag.pipeline import answer, fit, retrieve
 
     def ranked(question: str, k: int):
@@ -171,9 +177,14 @@ def run_rag_eval(model, collection, questions: Sequence[Question], top_k: int = 
         shown, _ = fit(model, q.question, ranked(q.question, answer_top_k),
                        max_new_tokens=max_new_tokens)
         t0 = time.perf_counter()
-        text = answer(model, q.question, shown, max_new_tokens=max_new_tokens, stream=False, chunk_cache=chunk_cache)
-        row.update(answer=text, answer_s=round(time.perf_counter() - t0, 2),
-                   answer_scores=score_answer(text, [h.source for h in shown], q.files))
+        raw = answer(model, q.question, shown, max_new_tokens=max_new_tokens, stream=False, chunk_cache=chunk_cache,
+                     attribute=False)
+        seconds = time.perf_counter() - t0
+        text = "".join(cite_stream([raw], [f"{h.label}\n{h.text}" for h in shown]))  # what `ask` prints
+        sources = [h.source for h in shown]
+        row.update(answer=text, model_answer=raw, answer_s=round(seconds, 2),
+                   answer_scores=score_answer(text, sources, q.files),
+                   model_scores=score_answer(raw, sources, q.files))
     return {"metrics": aggregate(rows, latencies, depths), "per_question": rows}
 
 
@@ -182,15 +193,16 @@ def rag_results_markdown(runs: Mapping[str, Mapping[str, Any]]) -> str:
     depths = sorted({int(k[4:]) for m in runs.values() for k in m if k.startswith("hit@")})
     answers = any("n_answers" in m for m in runs.values())
     header = "| Run | Questions | " + " | ".join(f"hit@{r}" for r in depths) + " | MRR | p50 ms |"
-    header += " Answers | cites % | cites right % | says unknown % |" if answers else ""
-    lines = [header, "|---|---:|" + "---:|" * (len(depths) + 2 + 4 * answers)]
+    keys = ("cites", "cites_right", "model_cites", "model_cites_right", "says_unknown")
+    header += (" Answers | cites % | cites right % | model cites % | model cites right % | says unknown % |"
+               if answers else "")
+    lines = [header, "|---|---:|" + "---:|" * (len(depths) + 2 + 6 * answers)]
     for label, m in runs.items():
         cells = [f"{100 * m[f'hit@{r}']:.1f}" if f"hit@{r}" in m else "" for r in depths]
         latency = f"{m['latency_ms_p50']:.0f}" if "latency_ms_p50" in m else ""
         line = f"| {label} | {m['n_questions']} | " + " | ".join(cells) + f" | {100 * m['mrr']:.1f} | {latency} |"
         if answers:
-            line += (f" {m['n_answers']} | " + " | ".join(f"{100 * m[k]:.1f}" for k in
-                                                         ("cites", "cites_right", "says_unknown")) + " |"
-                     if "n_answers" in m else " | | | |")
+            line += (f" {m['n_answers']} | " + " | ".join(f"{100 * m[k]:.1f}" if k in m else "" for k in keys) + " |"
+                     if "n_answers" in m else " |" * 6)
         lines.append(line)
     return "\n".join(lines) + "\n"

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from ..errors import UniragError
 from ..prefix_cache import PrefixCache
 from . import lexical, store
+from .attribution import cite_stream
 
 SYSTEM_PROMPT = (
     "Answer using only the numbered context passages. Cite them by number, like [1]. "
@@ -166,7 +167,7 @@ def fit(model, question: str, hits: Sequence[Hit], history: Sequence[Turn] = (),
 
 def answer(model, question: str, hits: Sequence[Hit], history: Sequence[Turn] = (), *,
            max_new_tokens: int = 256, temperature: float = 0.0, stream: bool = True,
-           prefix: PrefixCache | None = None, chunk_cache=None) -> Iterator[str] | str:
+           prefix: PrefixCache | None = None, chunk_cache=None, attribute: bool = True) -> Iterator[str] | str:
     """Generate a grounded answer; with stream=True an iterator of text pieces.
 
     Call `fit()` first when you print citations, and pass its hits: then the numbers match.
@@ -174,18 +175,23 @@ def answer(model, question: str, hits: Sequence[Hit], history: Sequence[Turn] = 
     `chunk_cache` (a `doc_cache.ChunkKVCache`) reuses each passage's keys and values computed
     alone: faster for passages seen before, but APPROXIMATE (a passage did not attend to what
     precedes it in the prompt), so answers can differ; off unless given. See docs/PERFORMANCE.md.
+    With `attribute`, each sentence without a `[n]` of its own gets the number of the passage it
+    shares the most words with (`attribution.py`): unirag's attribution, not the model's.
     """
     hits, history = fit(model, question, hits, history, max_new_tokens)
     messages = build_prompt(question, hits, history)
     if chunk_cache is None:
-        return model.generate(messages, max_new_tokens=max_new_tokens, temperature=temperature,
-                              stream=stream, prefix=prefix)
-    from ..doc_cache import split_prompt
+        pieces = model.generate(messages, max_new_tokens=max_new_tokens, temperature=temperature,
+                                stream=True, prefix=prefix)
+    else:
+        from ..doc_cache import split_prompt
 
-    prompt = split_prompt(model, messages, [hit.text for hit in hits])
-    ids, _ = model.generate_with_chunks(prompt, chunk_cache, max_new_tokens=max_new_tokens,
-                                        temperature=temperature)
-    pieces = model.text_pieces(ids)
+        prompt = split_prompt(model, messages, [hit.text for hit in hits])
+        ids, _ = model.generate_with_chunks(prompt, chunk_cache, max_new_tokens=max_new_tokens,
+                                            temperature=temperature)
+        pieces = model.text_pieces(ids)
+    if attribute and hits:
+        pieces = cite_stream(pieces, [f"{hit.label}\n{hit.text}" for hit in hits])
     return pieces if stream else "".join(pieces)
 
 

@@ -1,0 +1,103 @@
+"""Inline citations for answers: each sentence gets the `[n]` of the passage it draws on.
+
+Why: the prompt asks the model to cite passages as `[1]`, but a 135M-parameter model rarely does
+(docs/RESULTS.md). So, as the answer streams, every finished sentence that carries no `[n]` of
+its own gets one added, before its final punctuation: the passage that shares the most content
+words with the sentence (stemmed, stopwords dropped), if it shares at least `min_overlap` of
+them; ties go to the higher-ranked passage. A sentence that shares too little with every
+passage gets no marker, which is itself a signal that it is not grounded. Text inside Markdown
+code fences is passed through untouched.
+
+These markers are unirag's attribution, not the model's own statement; `answer(...,
+attribute=False)` turns it off.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Sequence
+
+MARKER = re.compile(r"\[\d+(?:\s*,\s*\d+)*\]")
+WORD = re.compile(r"[A-Za-z][A-Za-z0-9_']+")
+SENTENCE_END = re.compile(r"[.!?]+(?=\s)|\n")
+FENCE = "```"
+
+
+def content_words(text: str) -> set[str]:
+    """Lower-cased, stemmed words of 3+ letters that are not English stopwords."""
+    import Stemmer
+    from bm25s.stopwords import STOPWORDS_EN
+
+    words = [w.lower() for w in WORD.findall(text)]
+    words = [w for w in words if len(w) >= 3 and w not in STOPWORDS_EN]
+    return set(Stemmer.Stemmer("english").stemWords(words))
+
+
+def best_passage(sentence: str, passages: Sequence[set[str]], min_overlap: int = 2) -> int | None:
+    """1-based number of the passage sharing the most content words with `sentence`, or None."""
+    words = content_words(sentence)
+    best, best_n = 0, None
+    for n, passage in enumerate(passages, 1):
+        shared = len(words & passage)
+        if shared > best:
+            best, best_n = shared, n
+    return best_n if best >= min_overlap else None
+
+
+def cite_stream(pieces: Iterable[str], passages: Sequence[str], min_overlap: int = 2) -> Iterator[str]:
+    """Pass streamed answer text through, adding ` [n]` before the end of each uncited sentence.
+
+    Only a trailing sentence mark (or backtick, which may start a code fence) is held back until
+    the next piece shows whether the sentence ended there, so the stream stays a stream.
+    """
+    words = [content_words(p) for p in passages]
+    sentence = ""  # the current sentence, as far as it was emitted
+    held = ""      # received, not yet emitted
+    in_code = False
+
+    def finish(body: str, end: str) -> str:
+        """Close the current sentence: `body` is its last text, `end` what follows the marker."""
+        nonlocal sentence
+        text, sentence = sentence + body, ""
+        n = None if MARKER.search(text) else best_passage(text, words, min_overlap)
+        return body + (f" [{n}]" if n else "") + end
+
+    def split_space(body: str) -> tuple[str, str]:
+        stripped = body.rstrip()
+        return stripped, body[len(stripped):]
+
+    for piece in pieces:
+        held += piece
+        while True:
+            fence = held.find(FENCE)
+            if in_code:  # pass code through untouched, up to the closing fence
+                if fence < 0:
+                    break
+                yield held[:fence + len(FENCE)]
+                held, in_code = held[fence + len(FENCE):], False
+                continue
+            match = SENTENCE_END.search(held)
+            if fence >= 0 and (match is None or fence < match.start()):
+                yield finish(*split_space(held[:fence]))  # text before a code block ends a sentence
+                yield FENCE
+                held, in_code = held[fence + len(FENCE):], True
+                continue
+            if match is None:
+                break
+            body, end, held = held[:match.start()], match.group(0), held[match.end():]
+            yield finish(body, end)
+        stripped = held.rstrip("`" if in_code else "`.!?")
+        emit, held = stripped, held[len(stripped):]
+        if emit:
+            if not in_code:
+                sentence += emit
+            yield emit
+    if in_code:
+        if held:
+            yield held
+        return
+    body = held.rstrip("`.!?")
+    if (sentence + body).strip():
+        yield finish(body, held[len(body):])
+    elif held:
+        yield held
