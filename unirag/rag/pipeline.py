@@ -1,7 +1,9 @@
 """Question -> retrieved chunks -> grounded answer with numbered citations.
 
 The same UniModel embeds the question (with the pooling the collection was built with) and
-writes the answer. The prompt goes through the model's chat template: a system message with the
+writes the answer. Retrieval is hybrid by default: the dense ranking is fused with BM25 over the
+same chunks (`lexical.py`). As the answer streams, sentences the model left uncited get the `[n]`
+of the passage they share most words with (`attribution.py`). The prompt goes through the model's chat template: a system message with the
 rules (answer from the context, cite [n], say so when the context lacks the answer), earlier
 chat turns, then the numbered context blocks "[n] path > heading" and the question. `fit()`
 drops the oldest turns, then the lowest-ranked chunks, so the prompt plus the answer fit the
