@@ -60,3 +60,23 @@ def test_export_merged_loads_as_plain_model(tiny_model_dir, tmp_path):
     np.testing.assert_allclose(merged, direct, atol=1e-5)
     again = runner.invoke(app, ["export", "--merged", str(out), "--model", str(tiny_model_dir)])
     assert again.exit_code != 0
+
+
+def test_demo_rebuilds_its_own_collection_made_by_another_model(tiny_model_dir, tmp_path):
+    """The demo indexes sample docs into its own collection; one left by an older adapter is
+    rebuilt, and a user's `docs` collection is never touched."""
+    from unirag.rag import store
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# Paris\n\nParis is the capital of France.\n")
+    client = store.connect(tmp_path / "db")
+    client.create_collection("unirag-demo", metadata={store.MODEL_KEY: "smollm2-135m+old@00000000",
+                                                      store.DIM_KEY: 64, store.FORMAT_KEY: store.FORMAT})
+    mine = client.create_collection("docs", metadata={"owner": "user"})
+    mine.add(ids=["x"], embeddings=[[0.0, 1.0]], documents=["my note"])
+    result = runner.invoke(app, ["demo", "--no-app", "--docs", str(docs), "--db", str(tmp_path / "db"),
+                                 "--model", str(tiny_model_dir), "--question", "Capital of France?", "--max-new-tokens", "8"])
+    assert result.exit_code == 0, result.output
+    assert "rebuilding 'unirag-demo'" in result.output and "1 added" in result.output
+    assert store.connect(tmp_path / "db").get_collection("docs").count() == 1

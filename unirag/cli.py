@@ -141,6 +141,7 @@ def export(
 
 
 SAMPLE_DOCS = Path(__file__).resolve().parents[1] / "docs"  # the project's own docs: the demo's corpus
+DEMO_COLLECTION = "unirag-demo"  # its own name, so the demo never touches a user's "docs" collection
 
 
 @app.command()
@@ -153,6 +154,7 @@ def demo(
     db: Annotated[Path, typer.Option(help="Embedded Chroma folder.")] = Path(".unirag") / "chroma",
     open_app: Annotated[bool, typer.Option("--app/--no-app", help="Open the chat app at the end.")] = True,
     port: int = 7860,
+    max_new_tokens: Annotated[int, typer.Option(min=1, help="Longest answer, in tokens.")] = 200,
 ):
     """The main job on the embedded defaults: index sample docs, answer a question, open the chat app.
 
@@ -160,22 +162,28 @@ def demo(
     """
     from .rag.ingest import ingest as run_ingest
     from .rag.pipeline import answer, citations, fit, retrieve
-    from .rag.store import connect, open_collection
+    from .rag.store import connect, delete_collection, open_collection
 
     uni = load_model(model, adapter)
     typer.echo(f"unirag demo: {uni.name} (one {type(uni.model).__name__} embeds and generates)")
-    collection = open_collection(connect(db), "docs", uni, create=True)
+    client = connect(db)
+    try:
+        collection = open_collection(client, DEMO_COLLECTION, uni, create=True)
+    except UniragError as err:  # made by another model or adapter: it only indexes the sample docs
+        typer.echo(f"unirag demo: rebuilding {DEMO_COLLECTION!r}: {err}")
+        delete_collection(client, DEMO_COLLECTION)
+        collection = open_collection(client, DEMO_COLLECTION, uni, create=True)
     typer.echo(run_ingest(uni, collection, docs, progress=True).report())
-    hits, history = fit(uni, question, retrieve(uni, collection, question, top_k=3), (), 200)
+    hits, history = fit(uni, question, retrieve(uni, collection, question, top_k=3), (), max_new_tokens)
     typer.echo(f"\nQ: {question}\nA: ", nl=False)
-    for piece in answer(uni, question, hits, history, max_new_tokens=200):
+    for piece in answer(uni, question, hits, history, max_new_tokens=max_new_tokens):
         typer.echo(piece, nl=False)
     typer.echo("\n\nSources:\n" + "\n".join(citations(hits)))
     if open_app:
         from apps.gradio_app import launch
 
         typer.echo(f"\nunirag demo: chat app on http://127.0.0.1:{port} (Ctrl-C stops it)")
-        launch(uni, port=port, db=db, collection="docs")
+        launch(uni, port=port, db=db, collection=DEMO_COLLECTION)
 
 
 def main() -> None:
