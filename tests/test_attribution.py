@@ -42,3 +42,11 @@ def test_the_models_own_markers_ungrounded_sentences_and_code_are_left_alone():
 
 def test_no_passages_no_markers():
     assert "".join(cite_stream(["Loops return values with break."], [])) == "Loops return values with break."
+
+
+@pytest.mark.parametrize("size", [1, 4, 1000])
+def test_hard_wrapped_lines_are_one_sentence_and_list_items_end_one(size):
+    text = ("A loop can return a value when you put it\nafter the break expression.\n\n"
+            "- if let is more concise than match\n- shadowing declares a new variable\n")
+    assert streamed(text, size) == ("A loop can return a value when you put it\nafter the break expression [1].\n\n"
+                                    "- if let is more concise than match [2]\n- shadowing declares a new variable [3]\n")

@@ -19,7 +19,11 @@ from collections.abc import Iterable, Iterator, Sequence
 
 MARKER = re.compile(r"\[\d+(?:\s*,\s*\d+)*\]")
 WORD = re.compile(r"[A-Za-z][A-Za-z0-9_']+")
-SENTENCE_END = re.compile(r"[.!?]+(?=\s)|\n")
+# a sentence ends at . ! ? before white space, at a blank line, or before a list item or heading;
+# a single line break alone does not end one (models often hard-wrap their lines)
+SENTENCE_END = re.compile(r"[.!?]+(?=\s)|\n[ \t]*\n|\n(?=[ \t]*(?:[-*+] |\d+[.)] |#))")
+HOLD = "`.!? \t\n"  # trailing characters whose meaning the next piece decides
+LINE_START = re.compile(r"\n[ \t]*(?:[-*+]|\d+[.)]?|#+)?$")  # a new line that may yet be a list item
 FENCE = "```"
 
 
@@ -47,8 +51,9 @@ def best_passage(sentence: str, passages: Sequence[set[str]], min_overlap: int =
 def cite_stream(pieces: Iterable[str], passages: Sequence[str], min_overlap: int = 2) -> Iterator[str]:
     """Pass streamed answer text through, adding ` [n]` before the end of each uncited sentence.
 
-    Only a trailing sentence mark (or backtick, which may start a code fence) is held back until
-    the next piece shows whether the sentence ended there, so the stream stays a stream.
+    Only trailing sentence marks, white space and backticks (which may start a code fence) are
+    held back until the next piece shows whether the sentence ended there, so the stream stays a
+    stream.
     """
     words = [content_words(p) for p in passages]
     sentence = ""  # the current sentence, as far as it was emitted
@@ -86,7 +91,10 @@ def cite_stream(pieces: Iterable[str], passages: Sequence[str], min_overlap: int
                 break
             body, end, held = held[:match.start()], match.group(0), held[match.end():]
             yield finish(body, end)
-        stripped = held.rstrip("`" if in_code else "`.!?")
+        stripped = held.rstrip("`" if in_code else HOLD)
+        line_start = None if in_code else LINE_START.search(held)
+        if line_start and line_start.start() < len(stripped):
+            stripped = held[:line_start.start()]
         emit, held = stripped, held[len(stripped):]
         if emit:
             if not in_code:
@@ -96,7 +104,7 @@ def cite_stream(pieces: Iterable[str], passages: Sequence[str], min_overlap: int
         if held:
             yield held
         return
-    body = held.rstrip("`.!?")
+    body = held.rstrip(HOLD)
     if (sentence + body).strip():
         yield finish(body, held[len(body):])
     elif held:
