@@ -14,10 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..errors import UniragError
+from ..rag import store
 from ..rag.chunking import Chunk, ChunkSettings, embed_text
 from ..rag.pipeline import Hit
 
-PAGE = 5000
 
 
 def minilm_path():
@@ -42,17 +42,13 @@ class ReferenceRetriever:
         from sentence_transformers import SentenceTransformer
 
         encoder = SentenceTransformer(str(minilm_path()), device="cpu")
-        hits, texts, offset = [], [], 0
+        hits, texts = [], []
         settings = ChunkSettings(embed_headings=embed_headings)
-        while True:
-            got = collection.get(include=["documents", "metadatas"], limit=PAGE, offset=offset)
+        for got in store.pages(collection, ["documents", "metadatas"]):
             for id_, doc, meta in zip(got["ids"], got["documents"], got["metadatas"]):
                 meta, doc = meta or {}, doc or ""
                 hits.append(Hit(id_, 0.0, doc, meta.get("source", ""), meta.get("heading", ""), meta))
                 texts.append(embed_text(Chunk(doc, meta.get("heading", ""), 0, 0), meta.get("title", ""), settings))
-            if len(got["ids"]) < PAGE:
-                break
-            offset += PAGE
         vectors = encoder.encode(texts, batch_size=batch_size, normalize_embeddings=True,
                                  convert_to_numpy=True, show_progress_bar=show_progress)
         return cls(encoder, hits, vectors)

@@ -18,8 +18,9 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from . import store
+
 RRF_K = 60  # the constant of Cormack et al. (2009); larger flattens the rank weights
-PAGE = 5000
 
 
 def tokenize(texts: Sequence[str]):
@@ -87,24 +88,15 @@ def index_for(collection) -> LexicalIndex:
 
 
 def _all_ids(collection) -> list[str]:
-    ids, offset = [], 0
-    while True:
-        got = collection.get(include=[], limit=PAGE, offset=offset)
-        ids += got["ids"]
-        if len(got["ids"]) < PAGE:
-            return ids
-        offset += PAGE
+    return [id_ for got in store.pages(collection, []) for id_ in got["ids"]]
 
 
 def _all_texts(collection) -> tuple[list[str], list[str]]:
-    texts, ids, offset = [], [], 0
-    while True:
-        got = collection.get(include=["documents", "metadatas"], limit=PAGE, offset=offset)
+    texts, ids = [], []
+    for got in store.pages(collection, ["documents", "metadatas"]):
         ids += got["ids"]
         texts += [chunk_words(doc or "", meta or {}) for doc, meta in zip(got["documents"], got["metadatas"])]
-        if len(got["ids"]) < PAGE:
-            return texts, ids
-        offset += PAGE
+    return texts, ids
 
 
 def reciprocal_rank_fusion(rankings: Sequence[Sequence[str]], k: int = RRF_K) -> list[tuple[str, float]]:

@@ -9,6 +9,7 @@ silently comparing vectors from different spaces.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -163,16 +164,23 @@ def delete_collection(client, name: str) -> None:
         pass
 
 
-def records(collection, where: dict | None = None, page: int = 5000) -> dict[str, dict]:
-    """{id: metadata} of every record matching `where`, read page by page."""
-    out: dict[str, dict] = {}
+def pages(collection, include: list[str], where: dict | None = None, page: int = 5000) -> Iterator[dict]:
+    """`collection.get(...)` results, page by page, so a large collection is never read in one call."""
     offset = 0
     while True:
-        got = collection.get(where=where, include=["metadatas"], limit=page, offset=offset)
-        out.update(zip(got["ids"], got["metadatas"]))
+        got = collection.get(where=where, include=include, limit=page, offset=offset)
+        yield got
         if len(got["ids"]) < page:
-            return out
+            return
         offset += page
+
+
+def records(collection, where: dict | None = None) -> dict[str, dict]:
+    """{id: metadata} of every record matching `where`."""
+    out: dict[str, dict] = {}
+    for got in pages(collection, ["metadatas"], where):
+        out.update(zip(got["ids"], got["metadatas"]))
+    return out
 
 
 BATCH = 1000  # below chromadb's max batch size (5461 embedded, similar on servers)
