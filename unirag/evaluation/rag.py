@@ -156,31 +156,32 @@ def run_rag_eval(model, collection, questions: Sequence[Question], top_k: int = 
     """
     from tqdm.auto import tqdm
 
-    from ..rag.attribution import cite_stream
-    from ..rag.pipeline import answer, fit, retrieve
+    from ..rag.pipeline import answer, cite, fit, retrieve
 
     def ranked(question: str, k: int):
         return retriever(question, k) if retriever else retrieve(model, collection, question, k, mode)
 
     depths = depths_for(top_k)
     ranked(questions[0].question, top_k)  # warm-up (and BM25 build), not timed
-    rows, latencies = [], []
+    rows, latencies, rankings = [], [], []
     for q in tqdm(questions, desc="retrieve", unit="question", disable=not show_progress):
         t0 = time.perf_counter()
         hits = ranked(q.question, top_k)
         latencies.append(time.perf_counter() - t0)
+        rankings.append(hits)
         score = score_ranking([h.source for h in hits], q.files, depths)
         rows.append({"q": q.question, "files": list(q.files), **score, "latency_ms": round(1000 * latencies[-1], 2),
                      "retrieved": [{"source": h.source, "heading": h.heading, "score": round(h.score, 4)}
                                    for h in hits]})
-    for q, row in zip(tqdm(questions[:answers], desc="answer", unit="question", disable=not show_progress), rows):
-        shown, _ = fit(model, q.question, ranked(q.question, answer_top_k),
-                       max_new_tokens=max_new_tokens)
+    for q, row, hits in zip(tqdm(questions[:answers], desc="answer", unit="question", disable=not show_progress),
+                            rows, rankings):
+        top = hits[:answer_top_k] if answer_top_k <= top_k else ranked(q.question, answer_top_k)
+        shown, _ = fit(model, q.question, top, max_new_tokens=max_new_tokens)
         t0 = time.perf_counter()
         raw = answer(model, q.question, shown, max_new_tokens=max_new_tokens, stream=False, chunk_cache=chunk_cache,
                      attribute=False)
         seconds = time.perf_counter() - t0
-        text = "".join(cite_stream([raw], [f"{h.label}\n{h.text}" for h in shown]))  # what `ask` prints
+        text = "".join(cite(raw, shown))  # what `ask` prints
         sources = [h.source for h in shown]
         row.update(answer=text, model_answer=raw, answer_s=round(seconds, 2),
                    answer_scores=score_answer(text, sources, q.files),

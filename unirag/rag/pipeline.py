@@ -21,7 +21,7 @@ for a saving of a few percent of a ~1,300-token prompt's prefill.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 from ..errors import UniragError
@@ -193,8 +193,14 @@ def answer(model, question: str, hits: Sequence[Hit], history: Sequence[Turn] = 
                                             temperature=temperature)
         pieces = model.text_pieces(ids)
     if attribute and hits:
-        pieces = cite_stream(pieces, [f"{hit.label}\n{hit.text}" for hit in hits])
+        pieces = cite(pieces, hits)
     return pieces if stream else "".join(pieces)
+
+
+def cite(pieces: Iterable[str] | str, hits: Sequence[Hit]) -> Iterator[str]:
+    """Answer text with `[n]` added to uncited sentences; passage n is hits[n-1] (label + text)."""
+    pieces = [pieces] if isinstance(pieces, str) else pieces
+    return cite_stream(pieces, [f"{hit.label}\n{hit.text}" for hit in hits])
 
 
 def citations(hits: Sequence[Hit]) -> list[str]:
