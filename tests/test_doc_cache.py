@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from unirag import UniragError
-from unirag.doc_cache import (ChunkKV, ChunkKVCache, ChunkedPrompt, _decoder, chunk_kv, namespace, prefill_chunked,
+from unirag.doc_cache import (ChunkKV, ChunkKVCache, ChunkedPrompt, chunk_kv, namespace, prefill_chunked,
                               rotary_embedding, shift_keys, split_prompt)
 
 CHUNKS = ["The cat sat on the mat. A dog ran in the park.", "Paris is the capital of France.",
@@ -56,7 +56,7 @@ def layer0_keys(model, ids):
 
     cache = DynamicCache(config=model.model.config)
     with torch.inference_mode():
-        _decoder(model)(input_ids=torch.tensor([ids]), past_key_values=cache, use_cache=True)
+        model.decoder(input_ids=torch.tensor([ids]), past_key_values=cache, use_cache=True)
     return cache.layers[0].keys
 
 
@@ -98,7 +98,7 @@ def test_one_layer_model_chunked_prefill_is_exact(tiny):
     ids = prompt.ids
     plain = DynamicCache(config=model.model.config)
     with torch.inference_mode():
-        _decoder(model)(input_ids=torch.tensor([ids[:-1]]), past_key_values=plain, use_cache=True)
+        model.decoder(input_ids=torch.tensor([ids[:-1]]), past_key_values=plain, use_cache=True)
     store = ChunkKVCache(64)
     for round_ in range(2):  # computed, then taken from the store
         prefill = prefill_chunked(model, prompt, store)
@@ -153,7 +153,7 @@ def test_several_chunks_run_and_hit_the_store_the_second_time(tiny):
 
     plain = DynamicCache(config=tiny.model.config)
     with torch.inference_mode():
-        _decoder(tiny)(input_ids=torch.tensor([prompt.ids[:-1]]), past_key_values=plain, use_cache=True)
+        tiny.decoder(input_ids=torch.tensor([prompt.ids[:-1]]), past_key_values=plain, use_cache=True)
     third = prefill_chunked(tiny, prompt, store).cache
     assert not torch.allclose(third.layers[1].values, plain.layers[1].values, atol=1e-3)
     torch.testing.assert_close(third.layers[0].keys, plain.layers[0].keys, atol=1e-5, rtol=1e-5)

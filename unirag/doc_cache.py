@@ -211,15 +211,9 @@ def split_prompt(model: "UniModel", prompt: Sequence[int] | Messages, chunk_text
 
 
 # ---------------------------------------------------------------------------------- RoPE
-def _decoder(model: "UniModel"):
-    """The decoder stack (no LM head), through a PEFT wrapper if there is one."""
-    base = model.model.get_base_model() if hasattr(model.model, "get_base_model") else model.model
-    return base.base_model
-
-
 def rotary_embedding(model: "UniModel"):
     """The model's rotary embedding module, checked to be one `shift_keys` handles exactly."""
-    rotary = getattr(_decoder(model), "rotary_emb", None)
+    rotary = getattr(model.decoder, "rotary_emb", None)
     if rotary is None or not hasattr(rotary, "inv_freq"):
         raise UniragError(f"{model.name}: no shared rotary embedding (model.rotary_emb); chunk KV reuse "
                           "supports Llama-style decoders")
@@ -278,7 +272,7 @@ def chunk_kv(model: "UniModel", ids: Sequence[int]) -> ChunkKV:
     cache = DynamicCache(config=model.model.config)
     input_ids = torch.tensor([list(ids)], device=model.device)
     with model._lock, torch.inference_mode(), model._autocast():
-        _decoder(model)(input_ids=input_ids, past_key_values=cache, use_cache=True,
+        model.decoder(input_ids=input_ids, past_key_values=cache, use_cache=True,
                         position_ids=torch.arange(len(ids), device=model.device).unsqueeze(0))
     return ChunkKV(tuple(ids), _layers(cache))
 
@@ -321,7 +315,7 @@ def prefill_chunked(model: "UniModel", prompt: ChunkedPrompt, store: ChunkKVCach
         start = cache.get_seq_length()
         positions = torch.arange(start, start + len(pending), device=model.device).unsqueeze(0)
         with model._lock, torch.inference_mode(), model._autocast():
-            _decoder(model)(input_ids=torch.tensor([pending], device=model.device), past_key_values=cache,
+            model.decoder(input_ids=torch.tensor([pending], device=model.device), past_key_values=cache,
                             use_cache=True, position_ids=positions)
         result.prefilled_tokens += len(pending)
         pending.clear()

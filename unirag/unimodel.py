@@ -210,14 +210,19 @@ class UniModel:
         pooled = (states * pool[..., None]).sum(1) / pool.sum(1, keepdim=True)
         return pooled.numpy()
 
+    @property
+    def decoder(self) -> torch.nn.Module:
+        """The decoder stack without the LM head (through a PEFT wrapper if there is one)."""
+        model = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
+        return model.base_model
+
     def hidden_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, cache=None) -> torch.Tensor:
         """Last-layer hidden states (after the final norm) from the decoder, skipping the LM head.
 
         No KV cache is built unless one is passed (transformers would otherwise make one).
         """
-        model = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model  # PEFT
-        return model.base_model(input_ids=input_ids, attention_mask=attention_mask, past_key_values=cache,
-                                use_cache=cache is not None).last_hidden_state
+        return self.decoder(input_ids=input_ids, attention_mask=attention_mask, past_key_values=cache,
+                            use_cache=cache is not None).last_hidden_state
 
     # ------------------------------------------------------------------ generation
     def prompt_ids(self, prompt: str | Messages, system: str | None = None) -> list[int]:
@@ -282,11 +287,7 @@ class UniModel:
         (from `embed_with_cache`) skips the prefill of the prompt tokens it already holds.
         """
         ids = self.prompt_ids(prompt, system)
-        if len(ids) + max_new_tokens > self.context_window:
-            raise UniragError(
-                f"the prompt has {len(ids)} tokens; with max_new_tokens={max_new_tokens} it exceeds "
-                f"the model's context window of {self.context_window} tokens. Shorten it."
-            )
+        self._check_fits(len(ids), max_new_tokens)
         pieces = self._stream_text(ids, max_new_tokens, temperature, top_p, seed, prefix)
         return pieces if stream else "".join(pieces)
 
@@ -339,15 +340,18 @@ class UniModel:
         """
         from .doc_cache import prefill_chunked
 
-        if len(prompt) + max_new_tokens > self.context_window:
-            raise UniragError(
-                f"the prompt has {len(prompt)} tokens; with max_new_tokens={max_new_tokens} it exceeds "
-                f"the model's context window of {self.context_window} tokens. Shorten it."
-            )
+        self._check_fits(len(prompt), max_new_tokens)
         prefill = prefill_chunked(self, prompt, store)
         log.debug("generate_with_chunks: %d prompt tokens, %d reused, %d computed alone, %d prefilled",
                   len(prompt), prefill.reused_tokens, prefill.computed_tokens, prefill.prefilled_tokens)
         return self._decode(prefill.cache, [prefill.last_id], max_new_tokens, temperature, top_p, seed), prefill
+
+    def _check_fits(self, prompt_tokens: int, max_new_tokens: int) -> None:
+        if prompt_tokens + max_new_tokens > self.context_window:
+            raise UniragError(
+                f"the prompt has {prompt_tokens} tokens; with max_new_tokens={max_new_tokens} it exceeds "
+                f"the model's context window of {self.context_window} tokens. Shorten it."
+            )
 
     def _decode(self, cache, step_ids: list[int], max_new_tokens: int, temperature: float, top_p: float,
                 seed: int | None) -> Iterator[int]:
