@@ -110,9 +110,14 @@ def test_existing_checkpoints_need_resume(tiny_model_dir, corpus, tmp_path):
 
 def test_simcse_continues_from_an_adapter(tiny_model_dir, corpus, tmp_path):
     first = run(tiny_model_dir, corpus, tmp_path / "unimae", steps=3)
-    config = load_config("test-tiny", {"objective": "simcse", "steps": "3", "lora_dropout": "0.1"})
+    config = load_config("test-tiny", {"objective": "simcse", "steps": "3", "lora_dropout": "0.2",
+                                       "anchor_weight": "1"})
     out = train(config, str(tiny_model_dir), str(corpus), str(tmp_path / "simcse"), init_adapter=str(first))
     assert json.loads((out / "unirag.json").read_text())["objective"] == "simcse"
+    # the continued adapter trains with this run's dropout (PEFT would keep the first run's 0.05)
+    assert json.loads((out / "adapter_config.json").read_text())["lora_dropout"] == 0.2
+    history = json.loads((out / "checkpoints" / "checkpoint-3" / "trainer_state.json").read_text())["log_history"]
+    assert any("loss_simcse" in h and "loss_anchor" in h for h in history)
     assert not np.allclose(load_file(first / "adapter_model.safetensors")["base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight"].numpy(),
                            load_file(out / "adapter_model.safetensors")["base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight"].numpy())
 

@@ -52,8 +52,10 @@ class TrainConfig:
     anchor_weight: float = 0.0
     anchor_rows: int = 2
     decoder_heads: int = 0             # 0: the LLM's number of attention heads
-    # SimCSE (run after UniMAE, from its adapter)
+    # SimCSE (run after UniMAE, from its adapter). Its positives differ only by dropout: LoRA's
+    # dropout, plus attention-probability dropout in the LLM (Llama's config has 0; BERT's is 0.1).
     temperature: float = 0.05
+    attention_dropout: float = 0.0
     # GEM
     gem_tokens: int = 1
     gem_contrastive: float = 0.0       # weight of an optional SimCSE term on the summary state
@@ -75,7 +77,7 @@ class TrainConfig:
             raise UniragError(f"unknown objective {self.objective!r}; choose {', '.join(OBJECTIVES)}")
         if self.batch_size % self.micro_batch_size:
             raise UniragError("batch_size must be a multiple of micro_batch_size")
-        for name in ("p_mar", "p_mrc"):
+        for name in ("p_mar", "p_mrc", "lora_dropout", "attention_dropout"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise UniragError(f"{name} must be between 0 and 1")
         if self.anchor_weight < 0 or self.anchor_rows < 0:

@@ -46,6 +46,9 @@ class UniMAEModule(nn.Module):
         self.summary_ids = summary_ids or []
         causal_lm = self.causal_lm
         hidden = causal_lm.config.hidden_size
+        for module in causal_lm.modules():
+            if hasattr(module, "attention_dropout"):  # transformers' attention layers read it when training
+                module.attention_dropout = config.attention_dropout
         self.decoder = None
         if config.objective == "unimae":
             heads = config.decoder_heads or causal_lm.config.num_attention_heads
@@ -65,16 +68,12 @@ class UniMAEModule(nn.Module):
     def forward(self, input_ids, attention_mask, seed: int):
         generator = torch.Generator(device=input_ids.device).manual_seed(seed)
         if self.config.objective == "simcse":
-            # two passes = two dropout masks (LoRA dropout); positives on the diagonal
-            a = eos_hidden(self.hidden(input_ids, attention_mask), attention_mask)
-            b = eos_hidden(self.hidden(input_ids, attention_mask), attention_mask)
-            loss = simcse_loss(a, b, self.config.temperature)
-            return {"loss": loss, "simcse": loss.detach()}
+            return self.simcse_forward(input_ids, attention_mask)
         if self.config.objective == "gem":
             return self.gem_forward(input_ids, attention_mask, generator)
         corrupted, _ = mar_corrupt(input_ids, attention_mask, self.mask_token_id, self.config.p_mar,
                                    generator=generator)
-        n_anchor = min(self.config.anchor_rows, len(input_ids)) if self.config.anchor_weight > 0 else 0
+        n_anchor = self.anchor_rows(input_ids)
         corrupted[:n_anchor] = input_ids[:n_anchor]  # anchor rows stay clean
         states = self.hidden(corrupted, attention_mask)
         head = self.causal_lm.get_output_embeddings()
@@ -84,9 +83,7 @@ class UniMAEModule(nn.Module):
             parts["mar"] = mar_loss(head(states[n_anchor:]), input_ids[n_anchor:], attention_mask[n_anchor:])
             loss = loss + self.config.alpha * parts["mar"]
         if n_anchor:
-            with torch.no_grad(), self.llm.disable_adapter():
-                teacher = self.causal_lm(input_ids=input_ids[:n_anchor], attention_mask=attention_mask[:n_anchor]).logits
-            parts["anchor"] = anchor_loss(head(states[:n_anchor]), teacher, attention_mask[:n_anchor])
+            parts["anchor"] = self.anchor_term(states, input_ids, attention_mask, n_anchor)
             loss = loss + self.config.anchor_weight * parts["anchor"]
         h_eos = eos_hidden(states, attention_mask)
         token_embeds = self.causal_lm.get_input_embeddings()(input_ids).detach()
@@ -95,6 +92,36 @@ class UniMAEModule(nn.Module):
         loss = loss + parts["mrc"]
         return {"loss": loss, **{k: v.detach() for k, v in parts.items()}}
 
+    def anchor_rows(self, input_ids) -> int:
+        return min(self.config.anchor_rows, len(input_ids)) if self.config.anchor_weight > 0 else 0
+
+    def anchor_term(self, states, input_ids, attention_mask, n: int) -> torch.Tensor:
+        """KL of the first n (clean) rows' next-token distributions to the base model's
+        (teacher = the same network with the adapter switched off, and without dropout)."""
+        training = self.llm.training
+        self.llm.eval()
+        try:
+            with torch.no_grad(), self.llm.disable_adapter():
+                teacher = self.causal_lm(input_ids=input_ids[:n], attention_mask=attention_mask[:n]).logits
+        finally:
+            self.llm.train(training)
+        head = self.causal_lm.get_output_embeddings()
+        return anchor_loss(head(states[:n]), teacher, attention_mask[:n])
+
+    def simcse_forward(self, input_ids, attention_mask):
+        """Unsupervised SimCSE: two passes = two dropout masks (LoRA dropout), positives on the
+        diagonal, in-batch negatives; plus the anchor term on the first view if it is on."""
+        states = self.hidden(input_ids, attention_mask)
+        a = eos_hidden(states, attention_mask)
+        b = eos_hidden(self.hidden(input_ids, attention_mask), attention_mask)
+        contrast = simcse_loss(a, b, self.config.temperature)
+        parts, loss = {"simcse": contrast.detach()}, contrast
+        n_anchor = self.anchor_rows(input_ids)
+        if n_anchor:
+            anchor = self.anchor_term(states, input_ids, attention_mask, n_anchor)
+            parts["anchor"] = anchor.detach()
+            loss = loss + self.config.anchor_weight * anchor
+        return {"loss": loss, **parts}
 
     def gem_forward(self, input_ids, attention_mask, generator):
         """GEM: summary tokens inserted at a random place; text after them sees the text before
@@ -226,11 +253,26 @@ def build_llm(base, config: TrainConfig, init_adapter: str | None = None, train_
             p.requires_grad_(True)
         return base
     if init_adapter:
-        return PeftModel.from_pretrained(base, init_adapter, is_trainable=True)
+        llm = PeftModel.from_pretrained(base, init_adapter, is_trainable=True)
+        set_lora_dropout(llm, config.lora_dropout)
+        return llm
     lora = LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
                       target_modules=config.lora_targets, task_type="CAUSAL_LM",
                       trainable_token_indices=list(train_token_ids) if train_token_ids else None)
     return get_peft_model(base, lora)
+
+
+def set_lora_dropout(llm, p: float) -> None:
+    """Use this run's lora_dropout on a continued adapter (PEFT keeps the one it was trained with).
+
+    SimCSE's positives differ only by dropout, so its strength has to be the recipe's choice."""
+    for module in llm.modules():
+        dropouts = getattr(module, "lora_dropout", None)
+        if isinstance(dropouts, nn.ModuleDict):
+            for name in dropouts:
+                dropouts[name] = nn.Dropout(p) if p > 0 else nn.Identity()
+    for adapter_config in llm.peft_config.values():
+        adapter_config.lora_dropout = p  # so the saved adapter_config.json says what was used
 
 
 def write_output(module: UniMAEModule, tokenizer, out_dir: Path, meta: dict) -> None:
