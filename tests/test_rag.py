@@ -247,6 +247,23 @@ def test_retrieve_prompt_and_streamed_answer(tiny, tmp_path):
     assert all(isinstance(p, str) for p in pieces)
 
 
+def test_retrieve_with_rerank_reorders_the_candidates(tiny, tmp_path):
+    """rerank=N: the first N of the hybrid ranking, reordered by query likelihood, then cut to top_k."""
+    from unirag.rag.rerank import question_logprobs
+
+    collection = open_db(tiny, tmp_path / "db")
+    run_ingest(tiny, collection, write_docs(tmp_path / "docs"), settings=SMALL)
+    question = "What is the capital of France?"
+    plain = run_retrieve(tiny, collection, question, top_k=4)
+    reranked = run_retrieve(tiny, collection, question, top_k=2, rerank=4)
+    scores = dict(zip([h.id for h in plain], question_logprobs(tiny, question, [h.text for h in plain])))
+    best = sorted(plain, key=lambda h: -scores[h.id])[:2]
+    assert [h.id for h in reranked] == [h.id for h in best]
+    assert [h.score for h in reranked] == pytest.approx([scores[h.id] for h in best], abs=1e-5)
+    with pytest.raises(UniragError, match="--rerank"):
+        run_retrieve(tiny, collection, question, top_k=2, rerank=-1)
+
+
 def test_answer_with_document_side_kv_reuse(tiny, tmp_path):
     """chunk_cache: passages' K/V are stored on the first answer and reused by the next."""
     from unirag.doc_cache import ChunkKVCache
@@ -272,6 +289,10 @@ def test_cli_ingest_retrieve_ask_chat(tiny_model_dir, tmp_path):
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert lines[0].startswith("[1] ") and lines[2].startswith("[2] ") and len(lines) == 4
+
+    result = invoke("retrieve", "capital of France", "--top-k", "1", "--rerank", "3", *common)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("[1] -")  # a mean log-probability
 
     result = invoke("retrieve", "capital of France", "--top-k", "1", "--retrieval", "lexical", *common)
     assert result.exit_code == 0, result.output

@@ -12,6 +12,9 @@ AdapterOpt = Annotated[str, typer.Option(
 PrecisionOpt = Annotated[str, typer.Option(help="auto (bf16 only where the CPU has AMX/AVX512-BF16), fp32 or bf16.")]
 RetrievalOpt = Annotated[str, typer.Option(
     "--retrieval", help="hybrid (EOS embeddings + BM25, fused by rank), dense (embeddings only) or lexical (BM25 only).")]
+RerankOpt = Annotated[int, typer.Option(
+    "--rerank", min=0, help="Reorder the first N retrieved chunks by how likely the same model finds the question "
+    "after each (query likelihood; one forward pass per chunk). 0 = off.")]
 
 
 def load_model(model: str, adapter: Optional[str] = "default", precision: str = "auto", max_length: int = 512):

@@ -70,23 +70,27 @@ class Retrieval:
     prefix: PrefixCache | None = None
 
 
-def retrieve(model, collection, question: str, top_k: int = 5, mode: str = "hybrid") -> list[Hit]:
+def retrieve(model, collection, question: str, top_k: int = 5, mode: str = "hybrid", rerank: int = 0) -> list[Hit]:
     """The top_k chunks for the question, best first."""
-    return search(model, collection, question, top_k, mode=mode).hits
+    return search(model, collection, question, top_k, mode=mode, rerank=rerank).hits
 
 
 def search(model, collection, question: str, top_k: int = 5, keep_cache: bool = False,
-           mode: str = "hybrid") -> Retrieval:
+           mode: str = "hybrid", rerank: int = 0) -> Retrieval:
     """`retrieve`, and with keep_cache also the KV cache of the question's embedding pass (the
     same vector either way), for `answer(..., prefix=...)`.
 
     mode "dense": nearest EOS embeddings. "lexical": BM25 over the same chunks (`lexical.py`).
     "hybrid" (default): the top CANDIDATES of each, fused by reciprocal rank.
+    rerank=N: the first N of that ranking are reordered by the same model's query likelihood
+    (`rerank.py`) before the top_k are kept; 0 (default) leaves the ranking as it is.
     """
     if not question.strip():
         raise UniragError("the question is empty")
     if top_k < 1:
         raise UniragError("--top-k must be at least 1")
+    if rerank < 0:
+        raise UniragError("--rerank must be 0 (off) or a number of candidates")
     if mode not in RETRIEVAL_MODES:
         raise UniragError(f"unknown retrieval mode {mode!r}; choose from {', '.join(RETRIEVAL_MODES)}")
     store.check_model(collection, model)
@@ -101,21 +105,27 @@ def search(model, collection, question: str, top_k: int = 5, keep_cache: bool = 
             vector, prefix = model.embed_with_cache(question, pooling=pooling)
         else:
             vector = model.embed([question], pooling=pooling)[0]
-        depth = top_k if mode == "dense" else max(top_k, CANDIDATES)
+        depth = max(top_k, rerank) if mode == "dense" else max(top_k, rerank, CANDIDATES)
         result = collection.query(query_embeddings=[vector], n_results=min(depth, count),
                                   include=["documents", "metadatas", "distances"])
         dense = [Hit(id_, 1.0 - float(dist), doc or "", meta.get("source", ""), meta.get("heading", ""), meta)
                  for id_, doc, meta, dist in zip(result["ids"][0], result["documents"][0],
                                                  result["metadatas"][0], result["distances"][0])]
     if mode == "dense":
-        return Retrieval(dense, prefix)
-    words = lexical.index_for(collection).search(question, top_k if mode == "lexical" else max(top_k, CANDIDATES))
-    if mode == "lexical":
-        ranked = words
+        hits = dense
     else:
-        ranked = lexical.reciprocal_rank_fusion([[h.id for h in dense], [id_ for id_, _ in words]])
-    ranked = ranked[:top_k]
-    return Retrieval(_hits(collection, ranked, {h.id: h for h in dense}), prefix)
+        depth = max(top_k, rerank)
+        words = lexical.index_for(collection).search(question, depth if mode == "lexical" else max(depth, CANDIDATES))
+        if mode == "lexical":
+            ranked = words
+        else:
+            ranked = lexical.reciprocal_rank_fusion([[h.id for h in dense], [id_ for id_, _ in words]])
+        hits = _hits(collection, ranked[:depth], {h.id: h for h in dense})
+    if rerank:
+        from .rerank import rerank as rerank_hits
+
+        hits = rerank_hits(model, question, hits, rerank)
+    return Retrieval(hits[:top_k], prefix)
 
 
 def _hits(collection, ranked: Sequence[tuple[str, float]], known: dict[str, Hit]) -> list[Hit]:
