@@ -35,7 +35,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from unirag.cli_options import AdapterOpt, ModelOpt, PrecisionOpt, RetrievalOpt, load_model
+from unirag.cli_options import DEFAULT_RERANK, AdapterOpt, ModelOpt, PrecisionOpt, RerankOpt, RetrievalOpt, load_model
 from unirag.errors import UniragError
 from unirag.rag import store
 from unirag.rag.chunking import ChunkSettings
@@ -164,7 +164,7 @@ class RagChat:
                  collection: str = "docs", upload_dir: str | Path | None = None, top_k: int = 4,
                  max_new_tokens: int = 256, temperature: float = 0.0,
                  chunk_settings: ChunkSettings | None = None, max_upload_mb: float = MAX_UPLOAD_MB,
-                 max_upload_files: int = MAX_UPLOAD_FILES, retrieval: str = "hybrid"):
+                 max_upload_files: int = MAX_UPLOAD_FILES, retrieval: str = "hybrid", rerank: int = 0):
         if top_k < 1:
             raise UniragError("--top-k must be at least 1")
         self.model = model
@@ -174,7 +174,7 @@ class RagChat:
                               f"max_length {model.max_length}")
         self.default_collection = check_collection_name(collection)
         self.top_k, self.max_new_tokens, self.temperature = top_k, max_new_tokens, temperature
-        self.retrieval = retrieval
+        self.retrieval, self.rerank = retrieval, rerank
         self.max_upload_bytes = int(max_upload_mb * 2**20)
         self.max_upload_files = max_upload_files
         self.db_path = None if chroma_url else Path(db).expanduser().resolve()
@@ -238,7 +238,7 @@ class RagChat:
                                                   exts=" ".join(ALLOWED_EXTENSIONS)))
                 return
             query = f"{turns[-1][0]}\n{question}" if turns else question  # follow-ups keep their topic
-            hits = retrieve(self.model, coll, query, self.top_k, self.retrieval)
+            hits = retrieve(self.model, coll, query, self.top_k, self.retrieval, self.rerank)
             hits, history = fit(self.model, question, hits, [tuple(t) for t in turns], self.max_new_tokens)
             sources = render_sources(hits)
             yield say("", sources)
@@ -350,7 +350,7 @@ def build_app(model, *, db: str | Path = DEFAULT_DB, chroma_url: str | None = No
               upload_dir: str | Path | None = None, top_k: int = 4, max_new_tokens: int = 256,
               temperature: float = 0.0, chunk_settings: ChunkSettings | None = None,
               max_upload_mb: float = MAX_UPLOAD_MB, max_upload_files: int = MAX_UPLOAD_FILES,
-              max_queue: int = MAX_QUEUE, retrieval: str = "hybrid"):
+              max_queue: int = MAX_QUEUE, retrieval: str = "hybrid", rerank: int = 0):
     """The chat-over-documents UI as a `gr.Blocks`, queue configured; `demo.unirag` is its RagChat.
 
     `model` is the one loaded UniModel, shared by all sessions.
@@ -360,7 +360,7 @@ def build_app(model, *, db: str | Path = DEFAULT_DB, chroma_url: str | None = No
     rag = RagChat(model, db=db, chroma_url=chroma_url, collection=collection, upload_dir=upload_dir,
                   top_k=top_k, max_new_tokens=max_new_tokens, temperature=temperature,
                   chunk_settings=chunk_settings, max_upload_mb=max_upload_mb, max_upload_files=max_upload_files,
-                  retrieval=retrieval)
+                  retrieval=retrieval, rerank=rerank)
 
     def respond(message, session, collection_name):
         yield from rag.respond(message, session, collection_name)
@@ -467,6 +467,7 @@ def app_command(
     auth: Annotated[Optional[str], typer.Option("--auth", envvar=AUTH_ENV, help="Require a login, USER:PASSWORD.")] = None,
     top_k: Annotated[int, typer.Option("--top-k", "-k", min=1, help="How many chunks to retrieve.")] = 4,
     retrieval: RetrievalOpt = "hybrid",
+    rerank: RerankOpt = DEFAULT_RERANK,
     max_new_tokens: Annotated[int, typer.Option(help="Longest answer, in tokens.")] = 256,
     upload_dir: Annotated[Optional[Path], typer.Option(help="Where uploads are kept (default: next to --db, 'uploads/').")] = None,
     max_upload_mb: Annotated[float, typer.Option(help="Largest accepted upload, per file.")] = MAX_UPLOAD_MB,
@@ -479,4 +480,4 @@ def app_command(
                f"http://{host}:{port}" + (" (login required)" if credentials else ""))
     launch(uni, host=host, port=port, share=share, auth=credentials, db=db, chroma_url=chroma_url,
            collection=collection, upload_dir=upload_dir, top_k=top_k, max_new_tokens=max_new_tokens,
-           max_upload_mb=max_upload_mb, retrieval=retrieval)
+           max_upload_mb=max_upload_mb, retrieval=retrieval, rerank=rerank)

@@ -38,13 +38,21 @@ def test_scores_match_a_plain_forward_alone_and_batched(tiny):
     assert alone == pytest.approx(expected, abs=1e-4)
 
 
-def test_rerank_orders_the_first_depth_hits_by_score_and_keeps_the_rest(tiny):
+def test_rerank_orders_the_first_depth_hits_and_keeps_the_rest(tiny):
     hits = [FakeHit(str(i), 0.0, text) for i, text in enumerate(
         ["The cat sat on the mat.", "A dog ran in the park.", "Paris is the capital of France.", "Embeddings map text."])]
     question = "Where did the dog run?"
     scores = question_logprobs(tiny, question, [h.text for h in hits[:3]])
-    out = rerank(tiny, question, hits, depth=3)
-    assert [h.id for h in out[:3]] == [hits[i].id for i in sorted(range(3), key=lambda i: -scores[i])]
-    assert out[3] == hits[3]
-    assert [h.score for h in out[:3]] == pytest.approx(sorted(scores, reverse=True))
+    by_likelihood = sorted(range(3), key=lambda i: -scores[i])
+
+    alone = rerank(tiny, question, hits, depth=3, fuse=False)
+    assert [h.id for h in alone[:3]] == [hits[i].id for i in by_likelihood]
+    assert [h.score for h in alone[:3]] == pytest.approx(sorted(scores, reverse=True))
+
+    fused = rerank(tiny, question, hits, depth=3)  # RRF of retrieval rank and likelihood rank
+    rrf = {i: 1 / (60 + i + 1) + 1 / (60 + by_likelihood.index(i) + 1) for i in range(3)}
+    assert [h.id for h in fused[:3]] == [hits[i].id for i in sorted(range(3), key=lambda i: (-rrf[i], i))]
+    assert [h.score for h in fused[:3]] == pytest.approx(sorted(rrf.values(), reverse=True))
+
+    assert alone[3] == fused[3] == hits[3]
     assert rerank(tiny, question, hits[:1], depth=3) == hits[:1]

@@ -17,7 +17,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .cli_options import AdapterOpt, ModelOpt, PrecisionOpt, load_model
+from .cli_options import DEFAULT_RERANK, AdapterOpt, ModelOpt, PrecisionOpt, load_model
 
 from .errors import UniragError
 from .evaluation.cli import eval_app
@@ -174,7 +174,8 @@ def demo(
         delete_collection(client, DEMO_COLLECTION)
         collection = open_collection(client, DEMO_COLLECTION, uni, create=True)
     typer.echo(run_ingest(uni, collection, docs, progress=True).report())
-    hits, history = fit(uni, question, retrieve(uni, collection, question, top_k=3), (), max_new_tokens)
+    hits, history = fit(uni, question, retrieve(uni, collection, question, top_k=3, rerank=DEFAULT_RERANK), (),
+                        max_new_tokens)
     typer.echo(f"\nQ: {question}\nA: ", nl=False)
     for piece in answer(uni, question, hits, history, max_new_tokens=max_new_tokens):
         typer.echo(piece, nl=False)
@@ -183,7 +184,7 @@ def demo(
         from apps.gradio_app import launch
 
         typer.echo(f"\nunirag demo: chat app on http://127.0.0.1:{port} (Ctrl-C stops it)")
-        launch(uni, port=port, db=db, collection=DEMO_COLLECTION)
+        launch(uni, port=port, db=db, collection=DEMO_COLLECTION, rerank=DEFAULT_RERANK)
 
 
 def main() -> None:

@@ -12,9 +12,13 @@ AdapterOpt = Annotated[str, typer.Option(
 PrecisionOpt = Annotated[str, typer.Option(help="auto (bf16 only where the CPU has AMX/AVX512-BF16), fp32 or bf16.")]
 RetrievalOpt = Annotated[str, typer.Option(
     "--retrieval", help="hybrid (EOS embeddings + BM25, fused by rank), dense (embeddings only) or lexical (BM25 only).")]
+# What the CLI and the app rerank by default (rag/rerank.py): on the Rust-book dev set, 5 fused
+# candidates scored as well as 10 at half the cost (docs/RESULTS.md). The Python API's default is
+# 0 (no rerank), so that `pipeline.retrieve` stays one embedding pass unless asked.
+DEFAULT_RERANK = 5
 RerankOpt = Annotated[int, typer.Option(
     "--rerank", min=0, help="Reorder the first N retrieved chunks by how likely the same model finds the question "
-    "after each (query likelihood; one forward pass per chunk). 0 = off.")]
+    "after each (query likelihood, fused with the retrieval order; one forward pass per chunk). 0 = off.")]
 
 
 def load_model(model: str, adapter: Optional[str] = "default", precision: str = "auto", max_length: int = 512):

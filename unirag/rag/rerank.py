@@ -5,6 +5,11 @@ Generation"): the LLM reads a candidate passage followed by an instruction to wr
 about it, and the candidate's score is the mean log-probability of the user's actual question
 tokens. It needs no second model and no training, only the LLM that unirag already holds; it
 costs one forward pass per candidate (batched), so it reorders only the first `depth` hits.
+
+By default the likelihood ranking is fused with the retrieval ranking by reciprocal rank (the same
+fusion hybrid search uses), so the small LLM's judgement moves a candidate up without overruling
+the retrieval signal on its own. On the 40 Rust-book dev questions this lifted hit@1 from 82.5 to
+92.5 and kept hit@3 at 100; likelihood alone over 10 candidates lost two hit@3 (docs/RESULTS.md).
 """
 
 from __future__ import annotations
@@ -58,13 +63,21 @@ def question_logprobs(model, question: str, passages: Sequence[str], batch_size:
     return scores
 
 
-def rerank(model, question: str, hits: Sequence, depth: int) -> list:
-    """The first `depth` hits reordered by `question_logprobs` (score = that log-probability),
-    followed by the rest in their original order."""
+def rerank(model, question: str, hits: Sequence, depth: int, fuse: bool = True) -> list:
+    """The first `depth` hits reordered, followed by the rest in their original order.
+
+    fuse=True: by reciprocal-rank fusion of their retrieval order and their `question_logprobs`
+    order (score = the fused score); fuse=False: by the log-probability alone (score = it).
+    """
+    from .lexical import reciprocal_rank_fusion
+
     hits = list(hits)
     head, tail = hits[:depth], hits[depth:]
     if len(head) < 2:
         return hits
     scores = question_logprobs(model, question, [hit.text for hit in head])
-    order = sorted(range(len(head)), key=lambda i: -scores[i])  # stable: ties keep the retrieval order
-    return [replace(head[i], score=scores[i]) for i in order] + tail
+    by_likelihood = sorted(range(len(head)), key=lambda i: -scores[i])  # stable: ties keep retrieval order
+    if not fuse:
+        return [replace(head[i], score=scores[i]) for i in by_likelihood] + tail
+    fused = reciprocal_rank_fusion([[str(i) for i in range(len(head))], [str(i) for i in by_likelihood]])
+    return [replace(head[int(i)], score=score) for i, score in fused] + tail
