@@ -51,7 +51,8 @@ def test_rerank_orders_the_first_depth_hits_and_keeps_the_rest(tiny):
 
     fused = rerank(tiny, question, hits, depth=3)  # RRF of retrieval rank and likelihood rank
     rrf = {i: 1 / (60 + i + 1) + 1 / (60 + by_likelihood.index(i) + 1) for i in range(3)}
-    assert [h.id for h in fused[:3]] == [hits[i].id for i in sorted(range(3), key=lambda i: (-rrf[i], i))]
+    tie_break = by_likelihood.index  # equal fused scores: the likelihood order decides
+    assert [h.id for h in fused[:3]] == [hits[i].id for i in sorted(range(3), key=lambda i: (-rrf[i], tie_break(i)))]
     assert [h.score for h in fused[:3]] == pytest.approx(sorted(rrf.values(), reverse=True))
 
     assert alone[3] == fused[3] == hits[3]

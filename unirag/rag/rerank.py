@@ -67,7 +67,8 @@ def rerank(model, question: str, hits: Sequence, depth: int, fuse: bool = True) 
     """The first `depth` hits reordered, followed by the rest in their original order.
 
     fuse=True: by reciprocal-rank fusion of their retrieval order and their `question_logprobs`
-    order (score = the fused score); fuse=False: by the log-probability alone (score = it).
+    order, ties to the likelihood (score = the fused score); fuse=False: by the log-probability
+    alone (score = it).
     """
     from .lexical import reciprocal_rank_fusion
 
@@ -79,5 +80,7 @@ def rerank(model, question: str, hits: Sequence, depth: int, fuse: bool = True) 
     by_likelihood = sorted(range(len(head)), key=lambda i: -scores[i])  # stable: ties keep retrieval order
     if not fuse:
         return [replace(head[i], score=scores[i]) for i in by_likelihood] + tail
-    fused = reciprocal_rank_fusion([[str(i) for i in range(len(head))], [str(i) for i in by_likelihood]])
+    # two lists make exact ties common (ranks 1+2 vs 2+1); listed first, the likelihood order breaks
+    # them: it is the judge that read each passage with the question
+    fused = reciprocal_rank_fusion([[str(i) for i in by_likelihood], [str(i) for i in range(len(head))]])
     return [replace(head[int(i)], score=score) for i, score in fused] + tail
