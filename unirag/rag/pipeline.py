@@ -2,9 +2,10 @@
 
 The same UniModel embeds the question (with the pooling the collection was built with) and
 writes the answer. Retrieval is hybrid by default: the dense ranking is fused with BM25 over the
-same chunks (`lexical.py`). As the answer streams, sentences the model left uncited get the `[n]`
-of the passage they share most words with (`attribution.py`). The prompt goes through the model's chat template: a system message with the
-rules (answer from the context, cite [n], say so when the context lacks the answer), earlier
+same chunks (`lexical.py`); the CLI then reranks the first few with the same model (`rerank.py`).
+As the answer streams, it stops where it starts repeating itself (`loops.py`), and sentences the
+model left uncited get the `[n]` of the passage they share most words with (`attribution.py`).
+The prompt goes through the model's chat template: a system message with the rules (answer from the context, cite [n], say so when the context lacks the answer), earlier
 chat turns, then the numbered context blocks "[n] path > heading" and the question. `fit()`
 drops the oldest turns, then the lowest-ranked chunks, so the prompt plus the answer fit the
 model's context window; citations are numbered over exactly the chunks that were shown.
@@ -28,6 +29,7 @@ from ..errors import UniragError
 from ..prefix_cache import PrefixCache
 from . import lexical, store
 from .attribution import cite_stream
+from .loops import until_repeat
 
 SYSTEM_PROMPT = (
     "Answer using only the numbered context passages. Cite them by number, like [1]. "
@@ -181,7 +183,8 @@ def fit(model, question: str, hits: Sequence[Hit], history: Sequence[Turn] = (),
 
 def answer(model, question: str, hits: Sequence[Hit], history: Sequence[Turn] = (), *,
            max_new_tokens: int = 256, temperature: float = 0.0, stream: bool = True,
-           prefix: PrefixCache | None = None, chunk_cache=None, attribute: bool = True) -> Iterator[str] | str:
+           prefix: PrefixCache | None = None, chunk_cache=None, attribute: bool = True,
+           stop_repeats: bool = True) -> Iterator[str] | str:
     """Generate a grounded answer; with stream=True an iterator of text pieces.
 
     Call `fit()` first when you print citations, and pass its hits: then the numbers match.
@@ -191,6 +194,7 @@ def answer(model, question: str, hits: Sequence[Hit], history: Sequence[Turn] = 
     precedes it in the prompt), so answers can differ; off unless given. See docs/PERFORMANCE.md.
     With `attribute`, each sentence without a `[n]` of its own gets the number of the passage it
     shares the most words with (`attribution.py`): unirag's attribution, not the model's.
+    With `stop_repeats`, the answer ends where it starts repeating a run of words (`loops.py`).
     """
     hits, history = fit(model, question, hits, history, max_new_tokens)
     messages = build_prompt(question, hits, history)
@@ -204,6 +208,8 @@ def answer(model, question: str, hits: Sequence[Hit], history: Sequence[Turn] = 
         ids, _ = model.generate_with_chunks(prompt, chunk_cache, max_new_tokens=max_new_tokens,
                                             temperature=temperature)
         pieces = model.text_pieces(ids)
+    if stop_repeats:
+        pieces = until_repeat(pieces)
     if attribute and hits:
         pieces = cite(pieces, hits)
     return pieces if stream else "".join(pieces)
