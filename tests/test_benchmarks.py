@@ -135,3 +135,14 @@ def test_memory_ranking_and_table(memory):
     row = {"variant": "one", "setup": "s", "peak_mib": 1234.4, "new_tokens": 8, "wall_s": 3.21,
            "stages": {"after load": {"rss_mib": 900.0}}}
     assert memory.table_rows([row])[0] == ["one", "s", "1,234", "", "900", "", "", 8, "3.2"]
+
+
+def test_ask_latency_percentile_and_summary():
+    ask = load("ask_latency")
+    assert ask.percentile([5.0, 1.0, 3.0, 2.0, 4.0], 50) == 3.0
+    assert ask.percentile([float(i) for i in range(1, 21)], 95) == 19.0
+    assert ask.percentile([7.0], 95) == 7.0
+    runs = [{"retrieve_s": 1.0, "first_text_s": 2.0, "total_s": 5.0, "reused_tokens": 0, "answer": "a"},
+            {"retrieve_s": 3.0, "first_text_s": 4.0, "total_s": 9.0, "reused_tokens": 0, "answer": "b"}]
+    row = ask.summarise("doc warm", runs, [dict(runs[0]), dict(runs[1], answer="c")])
+    assert row["p50_retrieve_s"] == 2.0 and row["p50_total_s"] == 7.0 and row["same_as_none"] == 1
