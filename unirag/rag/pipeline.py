@@ -5,10 +5,11 @@ writes the answer. Retrieval is hybrid by default: the dense ranking is fused wi
 same chunks (`lexical.py`); the CLI then reranks the first few with the same model (`rerank.py`).
 As the answer streams, it stops where it starts repeating itself (`loops.py`), and sentences the
 model left uncited get the `[n]` of the passage they share most words with (`attribution.py`).
-The prompt goes through the model's chat template: a system message with the rules (answer from the context, cite [n], say so when the context lacks the answer), earlier
-chat turns, then the numbered context blocks "[n] path > heading" and the question. `fit()`
-drops the oldest turns, then the lowest-ranked chunks, so the prompt plus the answer fit the
-model's context window; citations are numbered over exactly the chunks that were shown.
+The prompt goes through the model's chat template: a system message with the rules (answer
+from the context, cite [n], say so when the context lacks the answer), earlier chat turns, then
+the numbered context blocks "[n] path > heading" and the question. `fit()` drops the oldest
+turns, then the lowest-ranked chunks, so the prompt plus the answer fit the model's context
+window; citations are numbered over exactly the chunks that were shown.
 
 Prefix reuse: `search(..., keep_cache=True)` keeps the KV cache of the pass that embedded the
 question and `answer(..., prefix=...)` hands it to `generate`, which reuses the longest run of
