@@ -6,8 +6,9 @@ example of a loop [1]." over and over, or "defined by a pattern that is defined 
 `n` words twice, so the stream ends at the start of the first repeated run. To drop that run
 without having shown it, words are held back only while they repeat words seen earlier (the
 longest such trailing run), and an unfinished last word until it ends, at most `max_hold`
-characters in all: new text streams at once. Closing the
-stream early also stops generation, so a loop costs no more decode time.
+characters in all: new text streams at once. Closing the stream early also stops generation,
+so a loop costs no more decode time. A loop without spaces (`.to_string().to_string()...`) is
+one growing word and is not caught.
 """
 
 from __future__ import annotations

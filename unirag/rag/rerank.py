@@ -34,7 +34,8 @@ def question_logprobs(model, question: str, passages: Sequence[str], batch_size:
     LM head runs only on the positions that predict question tokens.
     """
     tokenizer = model.tokenizer
-    question_ids = tokenizer(" " + question.strip(), add_special_tokens=False)["input_ids"]
+    # a question longer than half the window is scored on its start (passages keep the rest)
+    question_ids = tokenizer(" " + question.strip(), add_special_tokens=False)["input_ids"][:model.max_length // 2]
     if not question_ids:
         raise UniragError("the question is empty")
     rows = []
