@@ -34,15 +34,16 @@ def question_logprobs(model, question: str, passages: Sequence[str], batch_size:
     LM head runs only on the positions that predict question tokens.
     """
     tokenizer = model.tokenizer
+    window = min(model.max_length, model.context_window)
     # a question longer than half the window is scored on its start (passages keep the rest)
-    question_ids = tokenizer(" " + question.strip(), add_special_tokens=False)["input_ids"][:model.max_length // 2]
+    question_ids = tokenizer(" " + question.strip(), add_special_tokens=False)["input_ids"][:window // 2]
     if not question_ids:
         raise UniragError("the question is empty")
     rows = []
     for passage in passages:
         cut = tokenizer(passage, add_special_tokens=False)["input_ids"][:max_passage_tokens]
         prompt = tokenizer(PROMPT.format(passage=tokenizer.decode(cut).strip()))["input_ids"]
-        rows.append(prompt[-(model.max_length - len(question_ids)):] + question_ids)
+        rows.append(prompt[-(window - len(question_ids)):] + question_ids)
     head = model.model.get_output_embeddings()
     target = torch.tensor(question_ids)
     scores: list[float] = []
