@@ -31,7 +31,7 @@ def test_scores_match_a_plain_forward_alone_and_batched(tiny):
     passages = ["The cat sat on the mat.", "Rust has ownership and borrowing. Loops can return values with break.",
                 "Paris"]
     question = "Can loops return values?"
-    batched = question_logprobs(tiny, question, passages, batch_size=3)
+    batched = question_logprobs(tiny, question, passages)
     alone = [question_logprobs(tiny, question, [p])[0] for p in passages]
     expected = [manual_score(tiny, question, p) for p in passages]
     assert batched == pytest.approx(expected, abs=1e-4)

@@ -17,52 +17,32 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-import torch
-
 from ..errors import UniragError
 
 PROMPT = "Passage: {passage}\nPlease write a question based on this passage.\nQuestion:"
 MAX_PASSAGE_TOKENS = 256
 
 
-def question_logprobs(model, question: str, passages: Sequence[str], batch_size: int = 8,
+def question_logprobs(model, question: str, passages: Sequence[str],
                       max_passage_tokens: int = MAX_PASSAGE_TOKENS) -> list[float]:
     """Mean log P(question tokens | passage prompt) for each passage, under `model` (a UniModel).
 
-    Passages are cut to `max_passage_tokens` so that a long chunk costs no more than a short one.
-    Rows are right-padded, so padding never changes a real position (causal attention), and the
-    LM head runs only on the positions that predict question tokens.
+    The scoring is the evaluation's log-likelihood scorer (`evaluation.lm.loglikelihoods`:
+    batched, right-padded, LM head only where a question token is predicted). Passages are cut
+    to `max_passage_tokens`, and a question to half of `max_length`, so a long chunk or question
+    costs no more than a bounded one.
     """
+    from ..evaluation.lm import loglikelihoods
+
     tokenizer = model.tokenizer
-    window = min(model.max_length, model.context_window)
-    # a question longer than half the window is scored on its start (passages keep the rest)
-    question_ids = tokenizer(" " + question.strip(), add_special_tokens=False)["input_ids"][:window // 2]
+    question_ids = tokenizer(" " + question.strip(), add_special_tokens=False)["input_ids"][:model.max_length // 2]
     if not question_ids:
         raise UniragError("the question is empty")
-    rows = []
+    pairs = []
     for passage in passages:
         cut = tokenizer(passage, add_special_tokens=False)["input_ids"][:max_passage_tokens]
-        prompt = tokenizer(PROMPT.format(passage=tokenizer.decode(cut).strip()))["input_ids"]
-        rows.append(prompt[-(window - len(question_ids)):] + question_ids)
-    head = model.model.get_output_embeddings()
-    target = torch.tensor(question_ids)
-    scores: list[float] = []
-    for start in range(0, len(rows), batch_size):
-        batch = rows[start:start + batch_size]
-        length = max(len(r) for r in batch)
-        ids = torch.full((len(batch), length), model._pad_id, dtype=torch.long)
-        mask = torch.zeros((len(batch), length), dtype=torch.long)
-        for i, row in enumerate(batch):
-            ids[i, :len(row)] = torch.tensor(row)
-            mask[i, :len(row)] = 1
-        with model._lock, torch.inference_mode(), model._autocast():
-            states = model.hidden_states(ids.to(model.device), mask.to(model.device))
-            n = len(question_ids)
-            # position t predicts token t + 1: the question's tokens are the last n of each row
-            picked = torch.stack([states[i, len(row) - n - 1:len(row) - 1] for i, row in enumerate(batch)])
-            logprobs = torch.log_softmax(head(picked).float(), dim=-1).cpu()
-        scores += logprobs.gather(-1, target.expand(len(batch), n)[..., None]).squeeze(-1).mean(-1).tolist()
-    return scores
+        pairs.append((tokenizer(PROMPT.format(passage=tokenizer.decode(cut).strip()))["input_ids"], question_ids))
+    return [total / len(question_ids) for total, _ in loglikelihoods(model, pairs, batch_size=8)]
 
 
 def rerank(model, question: str, hits: Sequence, depth: int, fuse: bool = True) -> list:
