@@ -8,7 +8,7 @@ from safetensors.torch import load_file
 
 from unirag import UniModel, UniragError
 from unirag.training.config import load_config
-from unirag.training.data import choose_mask_token, load_texts
+from unirag.training.data import choose_mask_token, load_texts, split_sentences
 from unirag.training.trainer import train
 
 CORPUS_LINES = ["The cat sat on the mat near the door.", "A dog ran in the park all day long.",
@@ -131,7 +131,32 @@ def test_config_errors():
         load_config("paper", {"steps": "many"})
     with pytest.raises(UniragError, match="between 0 and 1"):
         load_config("paper", {"p_mar": "1.5"})
+    with pytest.raises(UniragError, match="text_unit"):
+        load_config("paper", {"text_unit": "paragraph"})
     assert load_config("paper").p_mar == 0.5 and load_config("paper").alpha == 0.1
+
+
+def test_split_sentences_keeps_abbreviations_and_closing_quotes():
+    import datasets
+
+    rows = datasets.Dataset.from_dict({"text": [
+        'Paris has 2.1 million people (2020). It is big, e.g. in 1999. He said "Go." Why? No!', "One line"]})
+    assert list(split_sentences(rows)["text"]) == [
+        "Paris has 2.1 million people (2020).", "It is big, e.g. in 1999.", 'He said "Go."', "Why?", "No!",
+        "One line"]
+
+
+def test_sentence_unit_trains_on_sentences(tiny_model_dir, tmp_path):
+    corpus = tmp_path / "leads.txt"
+    corpus.write_text(" ".join(CORPUS_LINES) + "\n")  # one document of six sentences
+    out = run(tiny_model_dir, corpus, tmp_path / "s", steps=2, text_unit="sentence")
+    assert json.loads((out / "unirag.json").read_text())["examples"] == len(CORPUS_LINES)
+
+
+def test_time_budget_stops_early_and_still_writes_the_adapter(tiny_model_dir, corpus, tmp_path):
+    out = run(tiny_model_dir, corpus, tmp_path / "b", steps=50, save_steps=100, max_minutes=0.0001)
+    info = json.loads((out / "unirag.json").read_text())
+    assert info["steps_done"] == 1 and (out / "adapter_model.safetensors").is_file()
 
 
 def test_data_inputs(tmp_path):

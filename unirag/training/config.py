@@ -31,6 +31,7 @@ class TrainConfig:
     max_grad_norm: float = 1.0
     max_length: int = 512
     min_tokens: int = 8                # shorter documents are dropped
+    text_unit: str = "document"        # document | sentence (each sentence its own example)
     seed: int = 42
     precision: str = "auto"            # auto | fp32 | bf16 (auto: bf16 where the hardware is fast at it)
     # adapter (paper: LoRA r=16, alpha=32 on attention and MLP)
@@ -61,6 +62,7 @@ class TrainConfig:
     gem_contrastive: float = 0.0       # weight of an optional SimCSE term on the summary state
     # bookkeeping
     save_steps: int = 25
+    max_minutes: float = 0.0           # a time budget: stop after the step that crosses it (0 = none)
     logging_steps: int = 1
     recipe: str = "paper"
 
@@ -75,6 +77,8 @@ class TrainConfig:
     def validate(self) -> "TrainConfig":
         if self.objective not in OBJECTIVES:
             raise UniragError(f"unknown objective {self.objective!r}; choose {', '.join(OBJECTIVES)}")
+        if self.text_unit not in ("document", "sentence"):
+            raise UniragError(f"text_unit must be document or sentence, not {self.text_unit!r}")
         if self.batch_size % self.micro_batch_size:
             raise UniragError("batch_size must be a multiple of micro_batch_size")
         for name in ("p_mar", "p_mrc", "lora_dropout", "attention_dropout"):

@@ -4,10 +4,12 @@ Accepted inputs: a .txt file (one document per line), a .jsonl file with a `text
 folder of .txt/.md files (split into passages at blank lines), or a folder saved with
 `datasets.Dataset.save_to_disk`. Every example is truncated to `max_length - 1` tokens and gets
 the tokenizer's EOS appended: UniMAE's embedding is the hidden state at that EOS.
+`split_sentences` turns each document into one example per sentence (STS pairs are sentences).
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import torch
@@ -15,6 +17,8 @@ import torch
 from ..errors import UniragError
 
 PASSAGE_CHARS = 2000  # folder documents are cut into passages of about this many characters
+# A sentence ends at . ! or ? followed by whitespace and an upper-case letter, digit or quote.
+_SENTENCE_END = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"')\]]))\s+(?=[A-Z0-9\"'(\[])")
 
 
 def _passages(text: str) -> list[str]:
@@ -63,6 +67,14 @@ def load_texts(path: str | Path):
     if "text" not in dataset.column_names:
         raise UniragError(f"{path} has no `text` field (columns: {', '.join(dataset.column_names)})")
     return dataset.select_columns(["text"])
+
+
+def split_sentences(dataset):
+    """One row per sentence (a crude rule, good enough for encyclopedic prose)."""
+    def split(batch):
+        return {"text": [s.strip() for t in batch["text"] for s in _SENTENCE_END.split(t) if s.strip()]}
+
+    return dataset.map(split, batched=True, remove_columns=dataset.column_names, desc="splitting sentences")
 
 
 def tokenize(dataset, tokenizer, max_length: int, min_tokens: int = 8):

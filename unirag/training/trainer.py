@@ -182,6 +182,26 @@ class StopOnSignal(TrainerCallback):
         return control
 
 
+class StopAfterMinutes(TrainerCallback):
+    """A time budget (`max_minutes`): stop after the step that crosses it and write the adapter.
+
+    The run then ends early but normally (fewer steps than `steps`, recorded as `steps_done`)."""
+
+    def __init__(self, minutes: float):
+        self.seconds = minutes * 60
+        self.started = time.time()
+        self.hit = False
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.started = time.time()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.seconds > 0 and time.time() - self.started >= self.seconds:
+            self.hit = True
+            control.should_training_stop = True
+        return control
+
+
 class UniMAETrainer(Trainer):
     """Trainer with the joint loss, deterministic per-step masking and small checkpoints."""
 
@@ -319,11 +339,14 @@ def model_card(meta: dict) -> str:
 
 
 def train(config: TrainConfig, model: str, data: str, output: str, resume: bool = False,
-          init_adapter: str | None = None, keep_checkpoints: bool = True) -> Path:
-    """Run one training job and return the output folder."""
+          init_adapter: str | None = None, keep_checkpoints: bool = True, texts=None) -> Path:
+    """Run one training job and return the output folder.
+
+    `texts`: an in-memory `datasets.Dataset` with a `text` column to train on instead of reading
+    `data` (which is then only recorded, e.g. the folder `unirag adapt` chunked)."""
     from ..hardware import resolve_precision
     from ..models import load_base
-    from .data import PadCollator, choose_mask_token, choose_summary_tokens, load_texts, tokenize
+    from .data import PadCollator, choose_mask_token, choose_summary_tokens, load_texts, split_sentences, tokenize
 
     out_dir = Path(output).expanduser()
     ckpt_dir = out_dir / CHECKPOINTS
@@ -335,7 +358,10 @@ def train(config: TrainConfig, model: str, data: str, output: str, resume: bool 
     torch.manual_seed(config.seed)
     base, tokenizer = load_base(model)
     mask_token, mask_id = choose_mask_token(tokenizer, config.mask_token)
-    dataset = tokenize(load_texts(data), tokenizer, config.max_length, config.min_tokens)
+    texts = load_texts(data) if texts is None else texts
+    if config.text_unit == "sentence":
+        texts = split_sentences(texts)
+    dataset = tokenize(texts, tokenizer, config.max_length, config.min_tokens)
     summary_tokens, summary_ids = [], []
     if config.objective == "gem":
         summary_tokens, summary_ids = choose_summary_tokens(tokenizer, config.gem_tokens, avoid={mask_id})
@@ -360,9 +386,10 @@ def train(config: TrainConfig, model: str, data: str, output: str, resume: bool 
     if summary_ids:  # GEM embeds at the summary token(s) appended after the text, not at EOS
         meta.update(summary_tokens=summary_tokens, embed_suffix_ids=summary_ids)
     stopper = StopOnSignal()
+    budget = StopAfterMinutes(config.max_minutes)
     trainer = UniMAETrainer(model=module, args=args, train_dataset=dataset,
                             data_collator=PadCollator(tokenizer.pad_token_id or tokenizer.eos_token_id),
-                            callbacks=[stopper], unirag_meta=meta)
+                            callbacks=[stopper, budget], unirag_meta=meta)
     previous = {s: signal.signal(s, stopper.request) for s in (signal.SIGINT, signal.SIGTERM)}
     started = time.time()
     last = last_complete_checkpoint(ckpt_dir) if resume else None
@@ -383,6 +410,9 @@ def train(config: TrainConfig, model: str, data: str, output: str, resume: bool 
     meta["final_losses"] = {k: v for k, v in losses[-1].items() if k.startswith("loss")} if losses else {}
     meta["train_seconds"] = round(time.time() - started, 1)
     meta["steps_done"] = trainer.state.global_step
+    if budget.hit:
+        print(f"unirag: time budget of {config.max_minutes:g} min reached after {trainer.state.global_step} "
+              f"of {config.steps} steps")
     if not trainer.is_world_process_zero():
         return out_dir
     write_output(module, tokenizer, out_dir, meta)
