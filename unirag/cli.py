@@ -21,7 +21,7 @@ from .cli_options import DEFAULT_RERANK, AdapterOpt, ModelOpt, PrecisionOpt, loa
 
 from .errors import UniragError
 from .evaluation.cli import eval_app
-from .rag.cli import ask, chat, ingest, retrieve
+from .rag.cli import adapt, ask, chat, ingest, retrieve
 from apps.gradio_app import app_command
 
 app = typer.Typer(
@@ -33,7 +33,7 @@ app = typer.Typer(
 )
 
 app.add_typer(eval_app, name="eval")
-for _command in (ingest, retrieve, ask, chat):
+for _command in (ingest, adapt, retrieve, ask, chat):
     app.command()(_command)
 app.command("app")(app_command)
 

@@ -91,6 +91,28 @@ def ingest(
                f"({coll.count()} chunks, model {uni.name})\n{_safe(summary.report())}")
 
 
+def adapt(
+    path: Annotated[Path, typer.Argument(help="Folder (or file) of the documents you will index.")],
+    output: Annotated[Path, typer.Option(help="Folder for the adapted adapter.")],
+    minutes: Annotated[float, typer.Option(min=0.1, help="Training time budget.")] = 10.0,
+    model: ModelOpt = "smollm2-135m",
+    adapter: Annotated[str, typer.Option("--adapter", "-a", help="Adapter to continue; 'default' = the shipped one.")] = "default",
+    recipe: Annotated[str, typer.Option(help="Training recipe (train/recipes) or a YAML path.")] = "adapt",
+    chunk_size: Annotated[int, typer.Option(help="Tokens per chunk (use the value you will ingest with).")] = 256,
+    chunk_overlap: Annotated[int, typer.Option(help="Tokens shared by consecutive chunks of a section.")] = 32,
+    resume: Annotated[bool, typer.Option(help="Continue from the last checkpoint in OUTPUT.")] = False,
+):
+    """Adapt the model to your documents (UniMAE post-training, paper section 3.6), then ingest with --adapter OUTPUT."""
+    from .adapt import adapt as run_adapt
+    from .chunking import ChunkSettings
+
+    settings = ChunkSettings(chunk_size, chunk_overlap)
+    out = run_adapt(model, path, output, minutes=minutes, adapter=adapter, recipe=recipe, settings=settings,
+                    resume=resume)
+    typer.echo(f"unirag: adapted adapter written to {out}\n"
+               f"next: unirag ingest {path} --adapter {out} (and pass --adapter {out} to ask/chat/app)")
+
+
 def retrieve(
     question: Annotated[str, typer.Argument(help="What to search for.")],
     top_k: TopKOpt = 5,
