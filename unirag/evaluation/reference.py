@@ -60,3 +60,23 @@ class ReferenceRetriever:
         scores = self.vectors @ query
         order = np.argsort(-scores, kind="stable")[:top_k]
         return [replace(self.hits[i], score=float(scores[i])) for i in order]
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2 behind UniModel's `embed` contract, so `eval embed --reference minilm`
+    scores it with the same mteb tasks, as the row a separate encoder would give."""
+
+    name = "sentence-transformers/all-MiniLM-L6-v2"
+    dim = 384
+    max_length = 256  # the model's own max_seq_length
+
+    def __init__(self):
+        from sentence_transformers import SentenceTransformer
+
+        self.model = SentenceTransformer(str(minilm_path()), device="cpu")
+        self.n_parameters = sum(p.numel() for p in self.model.parameters())
+
+    def embed(self, texts, pooling=None, batch_size=32, instruction=None, normalize=True, **_):
+        texts = [f"{instruction}{t}" for t in texts] if instruction else list(texts)
+        return self.model.encode(texts, batch_size=batch_size, normalize_embeddings=normalize,
+                                 convert_to_numpy=True, show_progress_bar=False)
