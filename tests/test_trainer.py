@@ -157,6 +157,7 @@ def test_time_budget_stops_early_and_still_writes_the_adapter(tiny_model_dir, co
     out = run(tiny_model_dir, corpus, tmp_path / "b", steps=50, save_steps=100, max_minutes=0.0001)
     info = json.loads((out / "unirag.json").read_text())
     assert info["steps_done"] == 1 and (out / "adapter_model.safetensors").is_file()
+    assert "steps 1 of 50 (time budget" in (out / "README.md").read_text()
 
 
 def test_data_inputs(tmp_path):

@@ -317,6 +317,13 @@ def write_output(module: UniMAEModule, tokenizer, out_dir: Path, meta: dict) -> 
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _steps(meta: dict) -> str:
+    """"120", or "22 of 1000 (time budget of 10 min)" for a run that a time budget ended."""
+    cfg = meta["config"]
+    done = meta.get("steps_done", cfg["steps"])
+    return str(done) if done == cfg["steps"] else f"{done} of {cfg['steps']} (time budget of {cfg.get('max_minutes', 0):g} min)"
+
+
 def model_card(meta: dict) -> str:
     cfg = meta["config"]
     lines = [
@@ -325,7 +332,7 @@ def model_card(meta: dict) -> str:
         f"A unirag {cfg['objective']} adapter for `{meta['base_model']}`: EOS pooling "
         f"(`{meta['pooling']}`) gives sentence embeddings; generation is kept.",
         "",
-        f"- recipe: `{cfg['recipe']}`; steps {cfg['steps']}, batch {cfg['batch_size']}, lr {cfg['lr']}, "
+        f"- recipe: `{cfg['recipe']}`; steps {_steps(meta)}, batch {cfg['batch_size']}, lr {cfg['lr']}, "
         f"max length {cfg['max_length']}, seed {cfg['seed']}",
         f"- objective: alpha {cfg['alpha']}, p_mar {cfg['p_mar']}, p_mrc {cfg['p_mrc']}, "
         f"mask token `{meta['mask_token']}`",
