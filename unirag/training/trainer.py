@@ -189,7 +189,7 @@ class StopAfterMinutes(TrainerCallback):
 
     def __init__(self, minutes: float):
         self.seconds = minutes * 60
-        self.started = time.time()
+        self.started = 0.0  # set when training begins (after data loading and, on resume, the checkpoint)
         self.hit = False
 
     def on_train_begin(self, args, state, control, **kwargs):
