@@ -264,6 +264,28 @@ def test_retrieve_with_rerank_reorders_the_candidates(tiny, tmp_path):
         run_retrieve(tiny, collection, question, top_k=2, rerank=-1)
 
 
+def test_retrieve_with_hyde_searches_question_plus_hypothetical_passage(tiny, tmp_path, monkeypatch):
+    """expand="hyde": dense and lexical search look up the question followed by the model's passage."""
+    from unirag.rag import expand
+
+    collection = open_db(tiny, tmp_path / "db")
+    run_ingest(tiny, collection, write_docs(tmp_path / "docs"), settings=SMALL)
+    question = "What is the capital of France?"
+    passage = expand.hypothetical_passage(tiny, question)
+    assert isinstance(passage, str)
+    assert expand.expand_query(tiny, question, "none") == question
+    expanded = expand.expand_query(tiny, question, "hyde")
+    assert expanded == (f"{question}\n{passage}" if passage else question)  # greedy: the same passage again
+    # with a known passage, hyde ranks exactly as searching the expanded text does
+    monkeypatch.setattr(expand, "hypothetical_passage", lambda model, q, max_new_tokens=64: "Rust has ownership.")
+    for mode in ("dense", "hybrid", "lexical"):
+        hyde = run_retrieve(tiny, collection, question, top_k=3, mode=mode, expand="hyde")
+        direct = run_retrieve(tiny, collection, f"{question}\nRust has ownership.", top_k=3, mode=mode)
+        assert [h.id for h in hyde] == [h.id for h in direct]
+    with pytest.raises(UniragError, match="query expansion"):
+        run_retrieve(tiny, collection, question, expand="rewrite")
+
+
 def test_answer_with_document_side_kv_reuse(tiny, tmp_path):
     """chunk_cache: passages' K/V are stored on the first answer and reused by the next."""
     from unirag.doc_cache import ChunkKVCache

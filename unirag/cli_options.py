@@ -20,6 +20,10 @@ RerankOpt = Annotated[int, typer.Option(
     "--rerank", min=0, help="Reorder the first N retrieved chunks by how likely the same model finds the question "
     "after each (query likelihood, fused with the retrieval order; one forward pass per chunk). 0 = off.")]
 
+ExpandOpt = Annotated[str, typer.Option(
+    "--expand", help="none, or hyde: the model first writes a short hypothetical answer, and the question plus "
+    "it is searched (one extra generation per question; rag/expand.py).")]
+
 
 def load_model(model: str, adapter: Optional[str] = "default", precision: str = "auto", max_length: int = 512):
     """Load the one model a command uses (imports torch only when a command needs it)."""

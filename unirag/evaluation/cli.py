@@ -15,7 +15,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..cli_options import DEFAULT_RERANK, AdapterOpt, ModelOpt, PrecisionOpt, RerankOpt, RetrievalOpt, load_model
+from ..cli_options import DEFAULT_RERANK, AdapterOpt, ExpandOpt, ModelOpt, PrecisionOpt, RerankOpt, RetrievalOpt, load_model
 
 from ..errors import UniragError
 
@@ -189,6 +189,7 @@ def rag(
     rerank: RerankOpt = DEFAULT_RERANK,
     rerank_fusion: Annotated[bool, typer.Option(help="Fuse the rerank order with the retrieval order "
                                                 "(as `ask` does); off: the likelihood order alone.")] = True,
+    expand: ExpandOpt = "none",
     reference: ReferenceOpt = None,
     answers: Annotated[int, typer.Option(min=0, help="Also answer the first N questions as `unirag ask` does "
                                          "and score their [n] citations (slow: p50 15 s each on 2 CPU cores).")] = 0,
@@ -243,9 +244,10 @@ def rag(
     result = run_rag_eval(uni, coll, items, top_k=top_k, show_progress=progress, answers=answers,
                           answer_top_k=answer_top_k, max_new_tokens=max_new_tokens, mode=retrieval,
                           chunk_cache=ChunkKVCache(doc_cache_mb) if doc_cache_mb > 0 else None, rerank=rerank,
-                          rerank_fusion=rerank_fusion)
+                          rerank_fusion=rerank_fusion, expand=expand)
     label = (f"{uni.name} {collection} {retrieval}"
              + (f" rerank {rerank}" + ("" if rerank_fusion else " (likelihood only)") if rerank else "")
+             + ("" if expand == "none" else f" expand {expand}")
              + ("" if embed_headings else " (no headings)"))
     runs = {label: result["metrics"]}
     if reference:
@@ -260,6 +262,7 @@ def rag(
     if output is not None:
         record = {"model": uni.name, "docs": str(docs), "questions": str(questions), "collection": collection,
                   "retrieval": retrieval, "rerank": rerank, "rerank_fusion": rerank_fusion,
+                  "expand": expand,
                   "chunks": coll.count(), "top_k": top_k, "chunk_settings": settings.signature(),
                   "ingest": summary.line(), **result}
         output.parent.mkdir(parents=True, exist_ok=True)

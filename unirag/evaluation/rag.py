@@ -148,7 +148,8 @@ def aggregate(per_question: Sequence[Mapping[str, Any]], latencies_s: Sequence[f
 def run_rag_eval(model, collection, questions: Sequence[Question], top_k: int = 5,
                  show_progress: bool = False, answers: int = 0, answer_top_k: int = 3,
                  max_new_tokens: int = 160, mode: str = "hybrid", retriever=None,
-                 chunk_cache=None, rerank: int = 0, rerank_fusion: bool = True) -> dict[str, Any]:
+                 chunk_cache=None, rerank: int = 0, rerank_fusion: bool = True,
+                 expand: str = "none") -> dict[str, Any]:
     """Retrieve for every question with `pipeline.retrieve`; per-question rankings and the aggregate.
 
     The first `answers` questions are also answered from their top `answer_top_k` chunks, as `ask` does.
@@ -159,7 +160,8 @@ def run_rag_eval(model, collection, questions: Sequence[Question], top_k: int = 
     from ..rag.pipeline import answer, cite, fit, retrieve
 
     def ranked(question: str, k: int):
-        return retriever(question, k) if retriever else retrieve(model, collection, question, k, mode, rerank, rerank_fusion)
+        return retriever(question, k) if retriever else retrieve(model, collection, question, k, mode, rerank, rerank_fusion,
+                                                                      expand)
 
     depths = depths_for(top_k)
     ranked(questions[0].question, top_k)  # warm-up (and BM25 build), not timed

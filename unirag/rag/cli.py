@@ -13,7 +13,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..cli_options import DEFAULT_RERANK, AdapterOpt, ModelOpt, PrecisionOpt, RerankOpt, RetrievalOpt, load_model
+from ..cli_options import (DEFAULT_RERANK, AdapterOpt, ExpandOpt, ModelOpt, PrecisionOpt, RerankOpt, RetrievalOpt,
+                           load_model)
 
 DbOpt = Annotated[Path, typer.Option("--db", help="Folder of the embedded Chroma database.")]
 UrlOpt = Annotated[Optional[str], typer.Option("--chroma-url", envvar="UNIRAG_CHROMA_URL", help="Use a Chroma server (http://HOST:PORT, see `chroma run`) instead of --db.")]
@@ -123,6 +124,7 @@ def retrieve(
     collection: CollectionOpt = "docs",
     retrieval: RetrievalOpt = "hybrid",
     rerank: RerankOpt = DEFAULT_RERANK,
+    expand: ExpandOpt = "none",
     precision: PrecisionOpt = "auto",
 ):
     """Print the top-k chunks for a question (score, source, heading, first line), without generating."""
@@ -130,7 +132,7 @@ def retrieve(
 
     _check_question(question, "retrieve")
     uni, coll = _model_and_collection(db, chroma_url, collection, model, adapter, precision)
-    hits = run_retrieve(uni, coll, question, top_k, retrieval, rerank)
+    hits = run_retrieve(uni, coll, question, top_k, retrieval, rerank, expand=expand)
     if not hits:
         typer.echo(f"unirag: collection {collection!r} is empty; run `unirag ingest` first")
     for i, hit in enumerate(hits, 1):
@@ -139,12 +141,12 @@ def retrieve(
 
 def _answer_and_cite(uni, coll, question: str, top_k: int, history, max_new_tokens: int,
                      temperature: float, query: Optional[str] = None, retrieval: str = "hybrid",
-                     chunk_cache=None, rerank: int = 0) -> str:
+                     chunk_cache=None, rerank: int = 0, expand: str = "none") -> str:
     """Retrieve, stream the answer, print the sources; returns the answer text."""
     from .pipeline import answer, citations, fit
     from .pipeline import retrieve as run_retrieve
 
-    hits = run_retrieve(uni, coll, query or question, top_k, retrieval, rerank)
+    hits = run_retrieve(uni, coll, query or question, top_k, retrieval, rerank, expand=expand)
     hits, history = fit(uni, question, hits, history, max_new_tokens)
     pieces = []
     for piece in answer(uni, question, hits, history, max_new_tokens=max_new_tokens,
@@ -169,6 +171,7 @@ def ask(
     collection: CollectionOpt = "docs",
     retrieval: RetrievalOpt = "hybrid",
     rerank: RerankOpt = DEFAULT_RERANK,
+    expand: ExpandOpt = "none",
     max_new_tokens: MaxNewOpt = 256,
     temperature: TemperatureOpt = 0.0,
     precision: PrecisionOpt = "auto",
@@ -176,7 +179,8 @@ def ask(
     """Answer a question from the indexed documents, streaming, with numbered citations."""
     _check_question(question, "ask")
     uni, coll = _model_and_collection(db, chroma_url, collection, model, adapter, precision)
-    _answer_and_cite(uni, coll, question, top_k, [], max_new_tokens, temperature, retrieval=retrieval, rerank=rerank)
+    _answer_and_cite(uni, coll, question, top_k, [], max_new_tokens, temperature, retrieval=retrieval, rerank=rerank,
+                     expand=expand)
 
 
 def chat(
@@ -188,6 +192,7 @@ def chat(
     collection: CollectionOpt = "docs",
     retrieval: RetrievalOpt = "hybrid",
     rerank: RerankOpt = DEFAULT_RERANK,
+    expand: ExpandOpt = "none",
     max_new_tokens: MaxNewOpt = 256,
     temperature: TemperatureOpt = 0.0,
     precision: PrecisionOpt = "auto",
@@ -216,5 +221,5 @@ def chat(
         query = f"{history[-1][0]}\n{question}" if history else question  # follow-ups keep their topic
         typer.echo("unirag> ", nl=False)
         reply = _answer_and_cite(uni, coll, question, top_k, history, max_new_tokens, temperature, query,
-                                 retrieval, chunk_cache, rerank)
+                                 retrieval, chunk_cache, rerank, expand)
         history.append((question, reply))

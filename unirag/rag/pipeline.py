@@ -30,6 +30,7 @@ from ..errors import UniragError
 from ..prefix_cache import PrefixCache
 from . import lexical, store
 from .attribution import cite_stream
+from .expand import EXPANSIONS, expand_query
 from .loops import until_repeat
 
 SYSTEM_PROMPT = (
@@ -74,13 +75,14 @@ class Retrieval:
 
 
 def retrieve(model, collection, question: str, top_k: int = 5, mode: str = "hybrid", rerank: int = 0,
-             rerank_fusion: bool = True) -> list[Hit]:
+             rerank_fusion: bool = True, expand: str = "none") -> list[Hit]:
     """The top_k chunks for the question, best first."""
-    return search(model, collection, question, top_k, mode=mode, rerank=rerank, rerank_fusion=rerank_fusion).hits
+    return search(model, collection, question, top_k, mode=mode, rerank=rerank, rerank_fusion=rerank_fusion,
+                  expand=expand).hits
 
 
 def search(model, collection, question: str, top_k: int = 5, keep_cache: bool = False,
-           mode: str = "hybrid", rerank: int = 0, rerank_fusion: bool = True) -> Retrieval:
+           mode: str = "hybrid", rerank: int = 0, rerank_fusion: bool = True, expand: str = "none") -> Retrieval:
     """`retrieve`, and with keep_cache also the KV cache of the question's embedding pass (the
     same vector either way), for `answer(..., prefix=...)`.
 
@@ -89,6 +91,8 @@ def search(model, collection, question: str, top_k: int = 5, keep_cache: bool = 
     rerank=N: the first N of that ranking are reordered by the same model's query likelihood
     (`rerank.py`), fused with their retrieval order unless rerank_fusion=False, before the top_k
     are kept; 0 leaves the ranking as it is.
+    expand="hyde": the model first writes a hypothetical answer passage, and the question plus it
+    is what dense and lexical search look up (`expand.py`); the rerank still scores the question.
     """
     if not question.strip():
         raise UniragError("the question is empty")
@@ -98,18 +102,21 @@ def search(model, collection, question: str, top_k: int = 5, keep_cache: bool = 
         raise UniragError("--rerank must be 0 (off) or a number of candidates")
     if mode not in RETRIEVAL_MODES:
         raise UniragError(f"unknown retrieval mode {mode!r}; choose from {', '.join(RETRIEVAL_MODES)}")
+    if expand not in EXPANSIONS:
+        raise UniragError(f"unknown query expansion {expand!r}; choose from {', '.join(EXPANSIONS)}")
     store.check_model(collection, model)
     count = collection.count()
     if count == 0:
         return Retrieval([])
+    query = expand_query(model, question, expand)
     dense: list[Hit] = []
     prefix = None
     if mode != "lexical":
         pooling = store.collection_pooling(collection)
         if keep_cache:
-            vector, prefix = model.embed_with_cache(question, pooling=pooling)
+            vector, prefix = model.embed_with_cache(query, pooling=pooling)
         else:
-            vector = model.embed([question], pooling=pooling)[0]
+            vector = model.embed([query], pooling=pooling)[0]
         depth = max(top_k, rerank) if mode == "dense" else max(top_k, rerank, CANDIDATES)
         result = collection.query(query_embeddings=[vector], n_results=min(depth, count),
                                   include=["documents", "metadatas", "distances"])
@@ -120,7 +127,7 @@ def search(model, collection, question: str, top_k: int = 5, keep_cache: bool = 
         hits = dense
     else:
         depth = max(top_k, rerank)
-        words = lexical.index_for(collection).search(question, depth if mode == "lexical" else max(depth, CANDIDATES))
+        words = lexical.index_for(collection).search(query, depth if mode == "lexical" else max(depth, CANDIDATES))
         if mode == "lexical":
             ranked = words
         else:
