@@ -113,7 +113,12 @@ def test_simcse_continues_from_an_adapter(tiny_model_dir, corpus, tmp_path):
     config = load_config("test-tiny", {"objective": "simcse", "steps": "3", "lora_dropout": "0.2",
                                        "anchor_weight": "1"})
     out = train(config, str(tiny_model_dir), str(corpus), str(tmp_path / "simcse"), init_adapter=str(first))
-    assert json.loads((out / "unirag.json").read_text())["objective"] == "simcse"
+    meta = json.loads((out / "unirag.json").read_text())
+    assert meta["objective"] == "simcse"
+    # the record keeps the stage it continued (path, objective, config), and the card names it
+    assert meta["continued_from"]["path"] == str(first) and meta["continued_from"]["objective"] == "unimae"
+    assert meta["continued_from"]["config"]["steps"] == 3
+    assert f"- continues `{first}`: recipe `test-tiny`; steps 3" in (out / "README.md").read_text()
     # the continued adapter trains with this run's dropout (PEFT would keep the first run's 0.05)
     assert json.loads((out / "adapter_config.json").read_text())["lora_dropout"] == 0.2
     history = json.loads((out / "checkpoints" / "checkpoint-3" / "trainer_state.json").read_text())["log_history"]

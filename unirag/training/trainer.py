@@ -317,6 +317,23 @@ def write_output(module: UniMAEModule, tokenizer, out_dir: Path, meta: dict) -> 
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def lineage(init_adapter: str | Path) -> dict:
+    """The record of the adapter a run continues (its unirag.json, with its own lineage), so the
+    final adapter says how every stage of it was trained."""
+    record = Path(init_adapter) / UNIRAG_JSON
+    earlier = json.loads(record.read_text()) if record.is_file() else {}
+    keys = ("name", "objective", "data", "examples", "mask_token", "config", "final_losses", "train_seconds",
+            "steps_done", "continued_from")
+    return {"path": str(init_adapter), **{k: earlier[k] for k in keys if k in earlier}}
+
+
+def _stage_line(meta: dict) -> str:
+    cfg = meta["config"]
+    return (f"recipe `{cfg['recipe']}`; steps {_steps(meta)}, batch {cfg['batch_size']}, lr {cfg['lr']}, "
+            f"max length {cfg['max_length']}, alpha {cfg['alpha']}, p_mar {cfg['p_mar']}, seed {cfg['seed']}; "
+            f"data `{meta.get('data', '?')}`")
+
+
 def _steps(meta: dict) -> str:
     """"120", or "22 of 1000 (time budget of 10 min)" for a run that a time budget ended."""
     cfg = meta["config"]
@@ -339,9 +356,13 @@ def model_card(meta: dict) -> str:
         f"- data: `{meta['data']}` ({meta['examples']} examples)",
         f"- final losses: {json.dumps(meta.get('final_losses', {}))}",
         f"- training time: {meta.get('train_seconds', 0):.0f} s",
-        "",
-        "Load it with `unirag.load(adapter=PATH)` or `PeftModel.from_pretrained(base, PATH)`.",
     ]
+    earlier = meta.get("continued_from")
+    while earlier:  # newest first: this run continued `earlier`, which may itself continue another
+        lines.append(f"- continues `{earlier['path']}`"
+                     + (f": {_stage_line(earlier)}" if "config" in earlier else " (no unirag.json)"))
+        earlier = earlier.get("continued_from")
+    lines += ["", "Load it with `unirag.load(adapter=PATH)` or `PeftModel.from_pretrained(base, PATH)`."]
     return "\n".join(lines) + "\n"
 
 
@@ -390,6 +411,8 @@ def train(config: TrainConfig, model: str, data: str, output: str, resume: bool 
         "base_model": model, "base": base_fingerprint(base.config), "mask_token": mask_token,
         "mask_token_id": mask_id, "data": str(data), "examples": len(dataset), "config": config.to_dict(),
     }
+    if init_adapter:
+        meta["continued_from"] = lineage(init_adapter)
     if summary_ids:  # GEM embeds at the summary token(s) appended after the text, not at EOS
         meta.update(summary_tokens=summary_tokens, embed_suffix_ids=summary_ids)
     stopper = StopOnSignal()
