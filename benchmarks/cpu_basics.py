@@ -37,7 +37,9 @@ def step_seconds(model: str, batch: int, length: int, repeats: int) -> list[floa
     """Forward+backward of the UniMAE loss on random tokens; run inside a subprocess."""
     import torch
 
-    import unirag  # noqa: F401  (applies the allocator tuning unless disabled)
+    from unirag.hardware import tune_allocator
+
+    tune_allocator()  # as unirag's trainer does, unless UNIRAG_NO_MALLOC_TUNING is set
     from unirag.models import load_base
     from unirag.training.config import load_config
     from unirag.training.trainer import UniMAEModule, build_llm

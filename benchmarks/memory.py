@@ -6,8 +6,8 @@ each setup in its own fresh Python process so the high-water marks do not mix:
 
 - one:  `UniModel.load()` (default adapter, merged), embed `--n-chunks` prose chunks and the
         question (eos pooling), rank, generate `--new-tokens` tokens from the top chunks.
-- one, glibc default malloc: the same with `UNIRAG_NO_MALLOC_TUNING=1`, since unirag's allocator
-        tuning (unirag.hardware.tune_allocator) keeps freed memory in the process on purpose.
+- one, tuned malloc: the same after `unirag.hardware.tune_allocator()`, the glibc setting
+        unirag's trainer applies (it keeps freed memory in the process on purpose).
 - two:  the usual setup, no unirag imported: the same LLM (the cached safetensors folder unirag
         de-quantized) through `AutoModelForCausalLM.from_pretrained` + `model.generate`, and
         all-MiniLM-L6-v2 through sentence-transformers embedding the same chunks.
@@ -41,7 +41,7 @@ from bench_common import DEFAULT_DOCS, machine_info, markdown_table, prose_chunk
 QUESTION = "How do I handle errors in Rust?"
 VARIANTS = {  # name -> (child variant, extra environment, description)
     "one": ("one", {}, "unirag: one model embeds and generates"),
-    "one-glibc": ("one", {"UNIRAG_NO_MALLOC_TUNING": "1"}, "unirag, glibc default malloc"),
+    "one-tuned": ("one", {"UNIRAG_BENCH_TUNE_MALLOC": "1"}, "unirag, malloc tuned as for training"),
     "two": ("two", {}, "transformers LLM + all-MiniLM-L6-v2 (sentence-transformers)"),
 }
 HEADERS = ("variant", "setup", "peak RSS MiB", "after imports", "after load", "after embed", "after generate",
@@ -84,6 +84,10 @@ def rag_messages(chunks: list[str], question: str) -> list[dict]:
 
 def child_one(spec: dict, stages: dict) -> int:
     from unirag import UniModel
+    from unirag.hardware import tune_allocator
+
+    if os.environ.get("UNIRAG_BENCH_TUNE_MALLOC"):
+        tune_allocator()
 
     stages["after imports"] = memory_mib()
     uni = UniModel.load(spec["model"], spec["adapter"])

@@ -1,12 +1,9 @@
 """unirag: one decoder-only LLM that both embeds (UniMAE, EOS pooling) and generates for RAG."""
 
 from .errors import UniragError
-from .hardware import tune_allocator
 from .models import DEFAULT_MODEL
 
 __version__ = "0.1.0"
-
-tune_allocator()  # see hardware.tune_allocator: 3-5x faster training steps on CPU
 
 
 def load(model: str | None = None, adapter: str | None = "default", **kwargs) -> "UniModel":

@@ -372,7 +372,7 @@ def train(config: TrainConfig, model: str, data: str, output: str, resume: bool 
 
     `texts`: an in-memory `datasets.Dataset` with a `text` column to train on instead of reading
     `data` (which is then only recorded, e.g. the folder `unirag adapt` chunked)."""
-    from ..hardware import resolve_precision
+    from ..hardware import resolve_precision, tune_allocator
     from ..models import load_base
     from .data import PadCollator, choose_mask_token, choose_summary_tokens, load_texts, split_sentences, tokenize
 
@@ -383,6 +383,7 @@ def train(config: TrainConfig, model: str, data: str, output: str, resume: bool 
     if not resume and ckpt_dir.is_dir() and any(ckpt_dir.glob("checkpoint-*")):
         raise UniragError(f"{out_dir} already has checkpoints; pass --resume to continue, or pick a new --output")
 
+    tune_allocator()  # 3-5x faster steps on CPU; training only, since it raises a server's RSS
     torch.manual_seed(config.seed)
     base, tokenizer = load_base(model)
     mask_token, mask_id = choose_mask_token(tokenizer, config.mask_token)
