@@ -198,7 +198,7 @@ def main() -> None:
           f"-> at most {fp32_bound:.1f} tokens/s", flush=True)
 
     rows = []
-    precision = "bf16 autocast" if uni.autocast_dtype == torch.bfloat16 else "fp32"
+    precision = "fp32 steps, bf16 autocast prefill" if uni.autocast_dtype == torch.bfloat16 else "fp32"
     r = measure(lambda: run_unirag(uni, prompt_ids, n), args.repeats)
     rows.append({"engine": "unirag UniModel.generate_ids", "weights": f"{precision} (merged adapter)", **r})
     print(f"unirag: {r['decode_tokens_per_s']:.1f} tokens/s", flush=True)

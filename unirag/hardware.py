@@ -61,7 +61,7 @@ def tune_allocator() -> bool:
     2-core VM a training forward pass ran 3-5x slower that way (a first hand measurement;
     benchmarks/cpu_basics.py repeats it). Raising the mmap threshold and never trimming lets the
     heap reuse pages. The price is memory kept after a peak: a serving process embedding a batch
-    held ~150 MiB more (benchmarks/memory.py), so only `train()` calls this, not an import.
+    held 80-200 MiB more (benchmarks/memory.py), so only `train()` calls this, not an import.
     Setting UNIRAG_NO_MALLOC_TUNING turns it off. Returns True if applied.
     """
     import ctypes
