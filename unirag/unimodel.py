@@ -363,11 +363,11 @@ class UniModel:
             # Contexts are entered per step, not around the loop: a streaming consumer (e.g. a
             # web server's thread pool) may resume this generator on another thread, and both
             # grad mode and the lock must never be held across a yield.
-            # Only the prefill (step 0, many tokens) runs under autocast. A one-token step is
-            # bound by reading the weights, and autocast would re-cast every weight matrix to
-            # bf16 on each step: 20.1 vs 24.9 tokens/s (benchmarks/decode.py, Zen 5). Both
-            # paths of generate_ids (with and without a prefix) decode the same way, so reuse
-            # stays exact.
+            # Only step 0, the part of the prompt the cache lacks, runs under autocast (even a
+            # single token: with or without a reused prefix the prompt is then computed alike, so
+            # reuse stays exact). A generated token's step is bound by reading the weights, and
+            # autocast re-casts every weight matrix to bf16 on each one: 20.1 vs 24.7 tokens/s
+            # (benchmarks/decode.py, docs/PERFORMANCE.md section 2).
             precision = self._autocast() if step == 0 else contextlib.nullcontext()
             with self._lock, torch.inference_mode(), precision:
                 out = self.model(input_ids=step_input, past_key_values=cache, use_cache=True, logits_to_keep=1)
