@@ -35,7 +35,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from unirag.cli_options import DEFAULT_RERANK, AdapterOpt, ModelOpt, PrecisionOpt, RerankOpt, RetrievalOpt, load_model
+from unirag.cli_options import DEFAULT_RERANK, AdapterOpt, CompileOpt, ModelOpt, PrecisionOpt, RerankOpt, RetrievalOpt, load_model
 from unirag.errors import UniragError
 from unirag.rag import store
 from unirag.rag.chunking import ChunkSettings
@@ -472,10 +472,11 @@ def app_command(
     upload_dir: Annotated[Optional[Path], typer.Option(help="Where uploads are kept (default: next to --db, 'uploads/').")] = None,
     max_upload_mb: Annotated[float, typer.Option(help="Largest accepted upload, per file.")] = MAX_UPLOAD_MB,
     precision: PrecisionOpt = "auto",
+    compile: CompileOpt = False,
 ):
     """Chat with your documents in the browser: streamed answers, sources, uploads (Gradio)."""
     credentials = parse_auth(auth)  # a malformed --auth fails before the model loads
-    uni = load_model(model, adapter, precision)
+    uni = load_model(model, adapter, precision, compile_decode=compile)
     typer.echo(f"unirag app: {uni.name}, collection {collection!r} at {chroma_url or db}; "
                f"http://{host}:{port}" + (" (login required)" if credentials else ""))
     launch(uni, host=host, port=port, share=share, auth=credentials, db=db, chroma_url=chroma_url,

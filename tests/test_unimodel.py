@@ -89,6 +89,24 @@ def test_greedy_generation_matches_transformers_generate(tiny):
     assert ours == expected[: len(ours)] and len(ours) == len(expected)
 
 
+def test_compiled_decode_makes_the_same_tokens(tiny_model_dir):
+    """compile_decode only changes how generated tokens' steps run: greedy output, with and
+    without a reused prefix, is the eager loop's."""
+    from unirag import UniModel
+
+    eager = UniModel.load(str(tiny_model_dir), precision="fp32")
+    compiled = UniModel.load(str(tiny_model_dir), precision="fp32", compile_decode=True)
+    ids = eager.prompt_ids("The cat sat on the mat because")
+    expected = list(eager.generate_ids(ids, max_new_tokens=16))
+    assert list(compiled.generate_ids(ids, max_new_tokens=16)) == expected
+    question = "The cat sat on the mat because"
+    _, prefix = compiled.embed_with_cache(question)
+    prompt = compiled.tokenizer(question, add_special_tokens=True)["input_ids"] + ids
+    assert compiled.reusable_prefix(prefix, prompt) > 0
+    assert (list(compiled.generate_ids(prompt, max_new_tokens=16, prefix=prefix))
+            == list(eager.generate_ids(prompt, max_new_tokens=16)))
+
+
 def test_stream_equals_non_stream(tiny):
     whole = tiny.generate("Tell me about Rust.", max_new_tokens=20)
     pieces = list(tiny.generate("Tell me about Rust.", max_new_tokens=20, stream=True))

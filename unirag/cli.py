@@ -17,7 +17,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .cli_options import DEFAULT_RERANK, AdapterOpt, ModelOpt, PrecisionOpt, load_model
+from .cli_options import DEFAULT_RERANK, AdapterOpt, CompileOpt, ModelOpt, PrecisionOpt, load_model
 
 from .errors import UniragError
 from .evaluation.cli import eval_app
@@ -76,9 +76,10 @@ def generate(
     system: Annotated[Optional[str], typer.Option(help="Optional system message.")] = None,
     stream: Annotated[bool, typer.Option(help="Print tokens as they come.")] = True,
     precision: PrecisionOpt = "auto",
+    compile: CompileOpt = False,
 ):
     """Generate an answer with the same model that embeds."""
-    uni = load_model(model, adapter, precision)
+    uni = load_model(model, adapter, precision, compile_decode=compile)
     result = uni.generate(prompt, max_new_tokens=max_new_tokens, temperature=temperature,
                           system=system, stream=stream)
     if stream:

@@ -10,6 +10,9 @@ ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Registry name, loc
 AdapterOpt = Annotated[str, typer.Option(
     "--adapter", "-a", help="PEFT adapter folder; 'default' = the shipped UniMAE adapter; 'none' = base model.")]
 PrecisionOpt = Annotated[str, typer.Option(help="auto (bf16 only where the CPU has AMX/AVX512-BF16), fp32 or bf16.")]
+CompileOpt = Annotated[bool, typer.Option(
+    "--compile/--no-compile", help="Run generation steps through torch.compile: faster tokens after a one-time "
+    "compile on the first answer (tens of seconds; worth it for a long-running chat or app).")]
 RetrievalOpt = Annotated[str, typer.Option(
     "--retrieval", help="hybrid (EOS embeddings + BM25, fused by rank), dense (embeddings only) or lexical (BM25 only).")]
 # What the CLI and the app rerank by default (rag/rerank.py): on the Rust-book dev set, 5 fused
@@ -25,8 +28,9 @@ ExpandOpt = Annotated[str, typer.Option(
     "it is searched (one extra generation per question; rag/expand.py).")]
 
 
-def load_model(model: str, adapter: Optional[str] = "default", precision: str = "auto", max_length: int = 512):
+def load_model(model: str, adapter: Optional[str] = "default", precision: str = "auto", max_length: int = 512,
+               compile_decode: bool = False):
     """Load the one model a command uses (imports torch only when a command needs it)."""
     from .unimodel import UniModel
 
-    return UniModel.load(model, adapter, precision=precision, max_length=max_length)
+    return UniModel.load(model, adapter, precision=precision, max_length=max_length, compile_decode=compile_decode)

@@ -51,7 +51,7 @@ class UniModel:
     """A decoder-only LLM serving sentence embeddings and text generation from one module."""
 
     def __init__(self, model, tokenizer, name: str, max_length: int = 512,
-                 precision: str = "auto", info: dict | None = None):
+                 precision: str = "auto", info: dict | None = None, compile_decode: bool = False):
         if tokenizer.eos_token_id is None:
             raise UniragError(f"the tokenizer of {name} has no EOS token; eos pooling needs one")
         self.model = model
@@ -67,16 +67,21 @@ class UniModel:
         self._prefix_ids = tokenizer("", add_special_tokens=True)["input_ids"]  # e.g. [BOS]
         self._pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self._lock = threading.Lock()  # one forward pass at a time on the shared weights
+        # What runs each generated token's step. With compile_decode, torch.compile with dynamic
+        # shapes: one graph serves every cache length, compiled on the first generated token
+        # (tens of seconds on 2 cores), then free of per-op Python dispatch (docs/PERFORMANCE.md).
+        self._decode_step = torch.compile(model.forward, dynamic=True) if compile_decode else model.forward
 
     # ------------------------------------------------------------------ loading
     @classmethod
     def load(cls, model: str | None = None, adapter: str | None = "default", *, merge: bool = True,
              precision: str = "auto", max_length: int = 512, device: str | None = None,
-             trust_remote_code: bool = False) -> "UniModel":
+             trust_remote_code: bool = False, compile_decode: bool = False) -> "UniModel":
         """Load a base model (registry name, local folder or hub id) and an adapter.
 
         adapter="default" takes the UniMAE adapter shipped for registry models (none for other
         models); None or "none" loads the plain base model; anything else is an adapter folder.
+        compile_decode=True runs generation steps through torch.compile (faster once compiled).
         """
         from .adapters import apply_adapter, weights_digest
         from .models import DEFAULT_MODEL, load_base, resolve_adapter
@@ -91,7 +96,8 @@ class UniModel:
             name = f"{model_name}+{info.get('name', adapter)}@{weights_digest(adapter)}"
         if device:
             base.to(device)
-        return cls(base, tokenizer, name=name, max_length=max_length, precision=precision, info=info)
+        return cls(base, tokenizer, name=name, max_length=max_length, precision=precision, info=info,
+                   compile_decode=compile_decode)
 
     @property
     def context_window(self) -> int:
@@ -368,9 +374,12 @@ class UniModel:
             # reuse stays exact). A generated token's step is bound by reading the weights, and
             # autocast re-casts every weight matrix to bf16 on each one: 20.1 vs 24.7 tokens/s
             # (benchmarks/decode.py, docs/PERFORMANCE.md section 2).
+            # Later steps go through `_decode_step` (compiled or not): the prompt part stays eager,
+            # so a prefix is computed the same way whether it was reused or not.
             precision = self._autocast() if step == 0 else contextlib.nullcontext()
+            forward = self.model if step == 0 else self._decode_step
             with self._lock, torch.inference_mode(), precision:
-                out = self.model(input_ids=step_input, past_key_values=cache, use_cache=True, logits_to_keep=1)
+                out = forward(input_ids=step_input, past_key_values=cache, use_cache=True, logits_to_keep=1)
             next_id = _sample(out.logits[0, -1].float().cpu(), temperature, top_p, generator)
             if next_id in stops:
                 return

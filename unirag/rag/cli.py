@@ -13,7 +13,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..cli_options import (DEFAULT_RERANK, AdapterOpt, ExpandOpt, ModelOpt, PrecisionOpt, RerankOpt, RetrievalOpt,
+from ..cli_options import (DEFAULT_RERANK, AdapterOpt, CompileOpt, ExpandOpt, ModelOpt, PrecisionOpt, RerankOpt, RetrievalOpt,
                            load_model)
 
 DbOpt = Annotated[Path, typer.Option("--db", help="Folder of the embedded Chroma database.")]
@@ -42,13 +42,13 @@ def _check_question(question: str, command: str) -> None:
 
 
 def _model_and_collection(db: Path, chroma_url: Optional[str], collection: str, model: str, adapter: str,
-                          precision: str):
+                          precision: str, compile_decode: bool = False):
     """Open the existing database first (so a bad --db fails before the slow model load), then
     the model, then the collection (which checks that this model made its vectors)."""
     from .store import connect, open_collection
 
     client = connect(db, chroma_url, must_exist=True)
-    uni = load_model(model, adapter, precision)
+    uni = load_model(model, adapter, precision, compile_decode=compile_decode)
     return uni, open_collection(client, collection, uni)
 
 
@@ -175,10 +175,11 @@ def ask(
     max_new_tokens: MaxNewOpt = 256,
     temperature: TemperatureOpt = 0.0,
     precision: PrecisionOpt = "auto",
+    compile: CompileOpt = False,
 ):
     """Answer a question from the indexed documents, streaming, with numbered citations."""
     _check_question(question, "ask")
-    uni, coll = _model_and_collection(db, chroma_url, collection, model, adapter, precision)
+    uni, coll = _model_and_collection(db, chroma_url, collection, model, adapter, precision, compile)
     _answer_and_cite(uni, coll, question, top_k, [], max_new_tokens, temperature, retrieval=retrieval, rerank=rerank,
                      expand=expand)
 
@@ -196,12 +197,13 @@ def chat(
     max_new_tokens: MaxNewOpt = 256,
     temperature: TemperatureOpt = 0.0,
     precision: PrecisionOpt = "auto",
+    compile: CompileOpt = False,
     doc_cache_mb: Annotated[float, typer.Option(min=0, help="Keep passages' KV states (this many MB, LRU) and "
                                                 "reuse them in later answers: faster, but APPROXIMATE (answers can "
                                                 "differ; docs/PERFORMANCE.md). 0 = off.")] = 0.0,
 ):
     """Chat with your documents: each question retrieves afresh; earlier turns stay in the prompt."""
-    uni, coll = _model_and_collection(db, chroma_url, collection, model, adapter, precision)
+    uni, coll = _model_and_collection(db, chroma_url, collection, model, adapter, precision, compile)
     typer.echo(f"unirag chat over {collection!r} ({coll.count()} chunks) with {uni.name}; "
                "an empty line, /exit or Ctrl-D quits.")
     history: list[tuple[str, str]] = []
