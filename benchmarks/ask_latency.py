@@ -17,9 +17,11 @@ Modes, each over the same questions:
 - doc cold / doc warm: `answer(chunk_cache=...)` with an empty `ChunkKVCache`, then the same
   questions again with the cache the first pass filled (APPROXIMATE reuse: outputs can differ;
   the number of answers token-identical to "none" is reported).
+- compiled (with `--compile`): as none, on a second UniModel over the same module with
+  `compile_decode=True`; its compile happens in an untimed warm-up question.
 
     python benchmarks/ask_latency.py --db runs/rust-db-v2 --collection rust-book [--n 20]
-        [--max-new-tokens 64] [--rerank 5] [--output runs/bench/ask_latency.json]
+        [--max-new-tokens 64] [--rerank 5] [--compile] [--output runs/bench/ask_latency.json]
 """
 
 from __future__ import annotations
@@ -90,6 +92,7 @@ def main() -> None:
     parser.add_argument("--rerank", type=int, default=5)
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--doc-cache-mb", type=float, default=512)
+    parser.add_argument("--compile", action="store_true", help="add the compiled-decode mode")
     parser.add_argument("--output", default="runs/bench/ask_latency.json")
     args = parser.parse_args()
 
@@ -104,16 +107,20 @@ def main() -> None:
     one_ask(model, collection, questions[0], args, "none")  # warm-up: BM25 index, first-call costs
     runs: dict[str, list[dict]] = {}
     cache = ChunkKVCache(args.doc_cache_mb)
-    for mode in ("none", "prefix", "doc cold", "doc warm"):
+    models = {mode: model for mode in ("none", "prefix", "doc cold", "doc warm")}
+    if args.compile:
+        models["compiled"] = UniModel(model.model, model.tokenizer, model.name, info=model.info, compile_decode=True)
+        one_ask(models["compiled"], collection, questions[0], args, "none")  # compiles
+    for mode, runner in models.items():
         chunk_cache = cache if mode.startswith("doc") else None
-        runs[mode] = [one_ask(model, collection, q, args, mode, chunk_cache) for q in questions]
+        runs[mode] = [one_ask(runner, collection, q, args, mode, chunk_cache) for q in questions]
         print(f"{mode}: done", flush=True)
     rows = [summarise(mode, r, runs["none"] if mode != "none" else None) for mode, r in runs.items()]
     print(markdown_table(HEADERS, [[r["mode"], r["questions"], r["p50_retrieve_s"], r["p50_first_text_s"],
                                     r["p95_first_text_s"], r["p50_total_s"], r["p95_total_s"], r["reused_tokens"],
                                     f"{r['same_as_none']}/{r['questions']}"] for r in rows]))
     settings = {k: getattr(args, k) for k in ("db", "collection", "questions", "n", "top_k", "rerank",
-                                               "max_new_tokens", "doc_cache_mb")}
+                                               "max_new_tokens", "doc_cache_mb", "compile")}
     path = write_json(args.output, {"machine": machine_info(), "model": model.name, "settings": settings,
                                     "rows": rows, "runs": runs})
     print(f"wrote {path}")

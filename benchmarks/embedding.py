@@ -6,7 +6,7 @@ should be known. Rows, all on the same texts in one process:
 
 - unirag: `UniModel.embed(texts, pooling="eos")` (the decoder stack without the LM head, texts
   sorted by length into token-budgeted batches), at the model's default precision ("auto").
-- plain fp32: what a naive user runs on the same weights (`uni.model`, an AutoModelForCausalLM):
+- plain fp32: what a naive user runs on the same weights (an AutoModelForCausalLM in fp32):
   fixed-size batches in the given order, padded to the longest, a full forward *with* the LM head
   and `output_hidden_states=True`, mean pooling of the last layer.
 - plain bf16: the same under `torch.autocast(bfloat16)`, only where `unirag.hardware` finds
@@ -149,7 +149,9 @@ def main() -> None:
     peak = matmul_peak_gflops(args.matmul_n, args.repeats)
     print(f"fp32 matmul peak ({args.matmul_n}^2): {peak:.1f} GFLOP/s", flush=True)
 
-    model, tokenizer = uni.model, uni.tokenizer
+    # the plain rows run the same merged weights as a transformers user loads them: fp32 (unirag
+    # may hold its decoder weights in bf16, which only runs under autocast)
+    model, tokenizer = UniModel.load(args.model, args.adapter, precision="fp32").model, uni.tokenizer
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     rows, skipped = [], {}

@@ -107,6 +107,36 @@ def test_compiled_decode_makes_the_same_tokens(tiny_model_dir):
             == list(eager.generate_ids(prompt, max_new_tokens=16)))
 
 
+def test_bf16_weights_change_no_embedding_and_keep_reuse_exact(tiny_model_dir):
+    """Under bf16 autocast the decoder's linear weights are held in bf16: autocast cast them in
+    every matmul anyway, so embeddings are bit-identical; the LM head and input embeddings stay
+    fp32, the weights take less memory, and generation with a reused prefix equals without."""
+    from unirag import UniModel
+
+    held = UniModel.load(str(tiny_model_dir), precision="bf16")
+    cast_each_time = UniModel.load(str(tiny_model_dir), precision="bf16", bf16_weights=False)
+    assert held.bf16_weights and not cast_each_time.bf16_weights
+    linears = [m for m in held.decoder.modules() if isinstance(m, torch.nn.Linear)]
+    assert linears and all(m.weight.dtype == torch.bfloat16 for m in linears)
+    assert held._lm_head.weight.dtype == torch.float32
+    assert held.model.get_input_embeddings().weight.dtype == torch.float32
+
+    def weight_bytes(uni):
+        return sum(p.numel() * p.element_size() for p in uni.model.parameters())
+
+    assert weight_bytes(held) < weight_bytes(cast_each_time)
+    texts = ["The cat sat on the mat.", "A longer sentence about dogs and their owners in the park."]
+    assert np.array_equal(held.embed(texts), cast_each_time.embed(texts))
+
+    question = "The cat sat on the mat because"
+    _, prefix = held.embed_with_cache(question)
+    prompt = held.tokenizer(question, add_special_tokens=True)["input_ids"] + held.prompt_ids("Why?")
+    assert held.reusable_prefix(prefix, prompt) > 0
+    with_reuse = list(held.generate_ids(prompt, max_new_tokens=12, prefix=prefix))
+    assert with_reuse == list(held.generate_ids(prompt, max_new_tokens=12)) and with_reuse
+    assert UniModel.load(str(tiny_model_dir), precision="fp32").bf16_weights is False
+
+
 def test_stream_equals_non_stream(tiny):
     whole = tiny.generate("Tell me about Rust.", max_new_tokens=20)
     pieces = list(tiny.generate("Tell me about Rust.", max_new_tokens=20, stream=True))

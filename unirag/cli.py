@@ -137,7 +137,7 @@ def export(
     """Merge an adapter into the base weights and save a plain HF model folder (safetensors)."""
     from .export import export_merged
 
-    out = export_merged(load_model(model, adapter), merged)
+    out = export_merged(load_model(model, adapter, precision="fp32"), merged)  # weights as trained, never bf16-held
     typer.echo(f"unirag: merged model written to {out} (see {out / 'SERVING.md'})")
 
 

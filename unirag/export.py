@@ -32,6 +32,9 @@ def export_merged(uni, out_dir: str | Path) -> Path:
         raise UniragError(f"{out_dir} exists and is not empty; choose a new folder")
     if hasattr(uni.model, "get_base_model"):
         raise UniragError("export needs a merged model; load the adapter with merge=True")
+    if uni.bf16_weights:
+        raise UniragError("this model holds its weights in bf16 for serving; load it with precision='fp32' "
+                          "(or bf16_weights=False) to export the weights as trained")
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     try:

@@ -51,7 +51,8 @@ class UniModel:
     """A decoder-only LLM serving sentence embeddings and text generation from one module."""
 
     def __init__(self, model, tokenizer, name: str, max_length: int = 512,
-                 precision: str = "auto", info: dict | None = None, compile_decode: bool = False):
+                 precision: str = "auto", info: dict | None = None, compile_decode: bool = False,
+                 bf16_weights: bool = True):
         if tokenizer.eos_token_id is None:
             raise UniragError(f"the tokenizer of {name} has no EOS token; eos pooling needs one")
         self.model = model
@@ -67,21 +68,36 @@ class UniModel:
         self._prefix_ids = tokenizer("", add_special_tokens=True)["input_ids"]  # e.g. [BOS]
         self._pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self._lock = threading.Lock()  # one forward pass at a time on the shared weights
-        # What runs each generated token's step. With compile_decode, torch.compile with dynamic
-        # shapes: one graph serves every cache length, compiled on the first generated token
-        # (tens of seconds on 2 cores), then free of per-op Python dispatch (docs/PERFORMANCE.md).
-        self._decode_step = torch.compile(model.forward, dynamic=True) if compile_decode else model.forward
+        # Under bf16 autocast, the decoder layers' linear weights are held in bf16: autocast casts
+        # them to bf16 in every matmul anyway, so every output is unchanged, but the weights take
+        # half the memory and a generated token's step no longer re-casts them. The LM head (tied
+        # to the input embeddings) stays fp32 and runs outside autocast. Not for an unmerged PEFT
+        # model, and the module must not then run outside autocast (UniModel's paths never do).
+        self.bf16_weights = (bf16_weights and self.autocast_dtype == torch.bfloat16
+                             and not hasattr(model, "get_base_model"))
+        if self.bf16_weights:
+            for module in self.decoder.modules():
+                if isinstance(module, torch.nn.Linear):
+                    module.weight.data = module.weight.data.to(torch.bfloat16)
+        self._lm_head = model.get_output_embeddings()
+        # What runs each generated token's decoder step. With compile_decode, torch.compile with
+        # dynamic shapes: one graph serves every cache length, compiled on the first generated
+        # token (tens of seconds on 2 cores) (docs/PERFORMANCE.md section 2).
+        self._decode_step = (torch.compile(self.decoder.forward, dynamic=True) if compile_decode
+                             else self.decoder.forward)
 
     # ------------------------------------------------------------------ loading
     @classmethod
     def load(cls, model: str | None = None, adapter: str | None = "default", *, merge: bool = True,
              precision: str = "auto", max_length: int = 512, device: str | None = None,
-             trust_remote_code: bool = False, compile_decode: bool = False) -> "UniModel":
+             trust_remote_code: bool = False, compile_decode: bool = False,
+             bf16_weights: bool = True) -> "UniModel":
         """Load a base model (registry name, local folder or hub id) and an adapter.
 
         adapter="default" takes the UniMAE adapter shipped for registry models (none for other
         models); None or "none" loads the plain base model; anything else is an adapter folder.
         compile_decode=True runs generation steps through torch.compile (faster once compiled).
+        bf16_weights=False keeps fp32 weights even under bf16 autocast (e.g. to export them).
         """
         from .adapters import apply_adapter, weights_digest
         from .models import DEFAULT_MODEL, load_base, resolve_adapter
@@ -97,7 +113,7 @@ class UniModel:
         if device:
             base.to(device)
         return cls(base, tokenizer, name=name, max_length=max_length, precision=precision, info=info,
-                   compile_decode=compile_decode)
+                   compile_decode=compile_decode, bf16_weights=bf16_weights)
 
     @property
     def context_window(self) -> int:
@@ -359,6 +375,13 @@ class UniModel:
                 f"the model's context window of {self.context_window} tokens. Shorten it."
             )
 
+    def _next_token_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The LM head on the last position, in the head's own precision, as the model's forward
+        computes it (with Gemma-style soft-capping where the config has it)."""
+        logits = self._lm_head(hidden[0, -1].to(self._lm_head.weight.dtype))
+        cap = getattr(self.model.config, "final_logit_softcapping", None)
+        return torch.tanh(logits / cap) * cap if cap else logits
+
     def _decode(self, cache, step_ids: list[int], max_new_tokens: int, temperature: float, top_p: float,
                 seed: int | None) -> Iterator[int]:
         """Feed `step_ids` (the prompt tokens `cache` does not hold yet), then sample token by token."""
@@ -369,18 +392,19 @@ class UniModel:
             # Contexts are entered per step, not around the loop: a streaming consumer (e.g. a
             # web server's thread pool) may resume this generator on another thread, and both
             # grad mode and the lock must never be held across a yield.
-            # Only step 0, the part of the prompt the cache lacks, runs under autocast (even a
-            # single token: with or without a reused prefix the prompt is then computed alike, so
-            # reuse stays exact). A generated token's step is bound by reading the weights, and
-            # autocast re-casts every weight matrix to bf16 on each one: 20.1 vs 24.7 tokens/s
-            # (benchmarks/decode.py, docs/PERFORMANCE.md section 2).
-            # Later steps go through `_decode_step` (compiled or not): the prompt part stays eager,
-            # so a prefix is computed the same way whether it was reused or not.
-            precision = self._autocast() if step == 0 else contextlib.nullcontext()
-            forward = self.model if step == 0 else self._decode_step
-            with self._lock, torch.inference_mode(), precision:
-                out = forward(input_ids=step_input, past_key_values=cache, use_cache=True, logits_to_keep=1)
-            next_id = _sample(out.logits[0, -1].float().cpu(), temperature, top_p, generator)
+            # Step 0 runs the part of the prompt the cache lacks (even a single token) under
+            # autocast and eagerly: with or without a reused prefix the prompt is computed alike,
+            # so reuse stays exact. Later steps go through `_decode_step` (compiled or not), under
+            # autocast only if the weights are held in bf16: with fp32 weights autocast would
+            # re-cast every weight matrix on each token (20.1 vs 24.7 tokens/s, docs/PERFORMANCE.md).
+            # The LM head runs on the last position only, in its own (fp32) precision.
+            autocast = step == 0 or self.bf16_weights
+            forward = self.decoder if step == 0 else self._decode_step
+            with self._lock, torch.inference_mode():
+                with self._autocast() if autocast else contextlib.nullcontext():
+                    hidden = forward(input_ids=step_input, past_key_values=cache, use_cache=True).last_hidden_state
+                logits = self._next_token_logits(hidden)
+            next_id = _sample(logits.float().cpu(), temperature, top_p, generator)
             if next_id in stops:
                 return
             yield next_id
