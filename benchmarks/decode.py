@@ -23,7 +23,8 @@ Bandwidth bound: a `--copy-mib` MiB `dst.copy_(src)` is timed (GB/s = 2 x bytes 
 is read and written); max tokens/s = GB/s / weight bytes per token, with weight bytes = all
 parameter bytes as the engine holds them (the tied embedding/LM head counted once: the LM head
 reads it all). The embedding row lookup, KV cache and activations are left out, so the bound is
-generous.
+generous. The script also times every Linear weight's 1-row matmul alone, back to back: how fast
+the CPU's matmul kernels stream these weights, the ceiling for any engine built on them.
 
     python benchmarks/decode.py [--new-tokens 128] [--repeats 3] [--copy-mib 512] [--threads N] [--no-compile]
         [--output runs/bench/decode.json]
@@ -63,6 +64,24 @@ def copy_bandwidth_gbs(mib: int = 512, repeats: int = 3) -> float:
 def weight_bytes(model) -> int:
     """Bytes of all parameters as loaded (shared/tied tensors once): what one decode step reads."""
     return sum(p.numel() * p.element_size() for p in model.parameters())
+
+
+def linear_kernels_ms(model, repeats: int = 10) -> tuple[float, int]:
+    """(ms, bytes) of one pass over every Linear weight alone, LM head included: `F.linear` on a
+    random 1-row input in the weight's dtype, back to back. This is the floor the matmul kernels
+    set for a decode step, before attention, norms or any Python between them."""
+    import torch
+
+    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    inputs = [torch.randn(1, m.in_features, dtype=m.weight.dtype) for m in linears]
+
+    def one_pass():
+        with torch.inference_mode():
+            for module, x in zip(linears, inputs):
+                torch.nn.functional.linear(x, module.weight)
+
+    seconds, _ = timed_median(one_pass, repeats)
+    return seconds * 1e3, sum(m.weight.numel() * m.weight.element_size() for m in linears)
 
 
 def bound_tokens_per_s(bytes_per_token: int, bandwidth_gbs: float) -> float:
@@ -210,6 +229,14 @@ def main() -> None:
           f"-> at most {fp32_bound:.1f} tokens/s; as unirag holds them {uni_bytes / 1e6:.0f} MB -> "
           f"{uni_bound:.1f} tokens/s", flush=True)
 
+    kernels = {}
+    for label, module in (("unirag", uni.model), ("fp32", plain_model)):
+        ms, nbytes = linear_kernels_ms(module)
+        kernels[label] = {"ms_per_token": ms, "bytes": nbytes, "gbs": nbytes / ms / 1e6,
+                          "tokens_per_s_ceiling": 1e3 / ms}
+        print(f"{label} weights, Linear kernels alone: {ms:.1f} ms per token = {nbytes / ms / 1e6:.1f} GB/s "
+              f"-> at most {1e3 / ms:.1f} tokens/s from the matmuls alone", flush=True)
+
     rows = []
     if uni.bf16_weights:
         precision = "bf16 decoder linears + fp32 head, bf16 autocast"
@@ -287,7 +314,7 @@ def main() -> None:
         "settings": {"new_tokens": n, "prompt_tokens": len(prompt_ids), "repeats": args.repeats,
                      "copy_mib": args.copy_mib, "threads": threads},
         "copy_bandwidth_gbs": bandwidth, "fp32_weight_bytes": fp32_bytes, "fp32_bound_tokens_per_s": fp32_bound,
-        "unirag_weight_bytes": uni_bytes, "unirag_bound_tokens_per_s": uni_bound,
+        "unirag_weight_bytes": uni_bytes, "unirag_bound_tokens_per_s": uni_bound, "linear_kernels": kernels,
         "gguf": str(gguf) if gguf else None, "gguf_bytes": gguf.stat().st_size if gguf else None,
         "rows": rows,
     }

@@ -15,8 +15,9 @@ should be known. Rows, all on the same texts in one process:
 
 Texts are ~`--chunk-tokens`-token pieces of real prose (the .md files under `--docs`, cut by
 unirag's chunker). Tokens/s counts each model's own non-padding tokens (MiniLM's tokenizer
-differs, so compare it by texts/s). The same run measures the CPU's fp32 matmul peak (an n x n
-torch matmul) and reports the share of it that UniModel.embed reaches, with FLOPs ~= 2 x (matmul
+differs, so compare it by texts/s). The same run measures the CPU's matmul peak in unirag's
+precision (an n x n torch matmul, fp32 or bf16) and reports the share of it that
+UniModel.embed reaches, with FLOPs ~= 2 x (matmul
 parameters used) x tokens: the decoder layers' Linear weights, no embedding lookup, no LM head,
 attention's own score/value products left out (a few % at 200 tokens). Each measurement is one
 untimed warm-up then the median of `--repeats`.
@@ -41,11 +42,11 @@ HEADERS = ("engine", "precision", "texts/s", "tokens/s", "tokens", "padded token
            "texts/s vs plain fp32")
 
 
-def matmul_peak_gflops(n: int = 2048, repeats: int = 3) -> float:
-    """fp32 GFLOP/s of an n x n @ n x n torch matmul (2 n^3 FLOPs), median of `repeats`."""
+def matmul_peak_gflops(n: int = 2048, repeats: int = 3, dtype=None) -> float:
+    """GFLOP/s of an n x n @ n x n torch matmul in `dtype` (default fp32; 2 n^3 FLOPs), median of `repeats`."""
     import torch
 
-    a, b = torch.randn(n, n), torch.randn(n, n)
+    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
     seconds, _ = timed_median(lambda: a @ b, repeats)
     return 2 * n**3 / seconds / 1e9
 
@@ -146,8 +147,11 @@ def main() -> None:
     print(f"{n} texts of ~{args.chunk_tokens} tokens from {args.docs}; batch {args.batch_size}; "
           f"{torch.get_num_threads()} threads; median of {args.repeats}", flush=True)
 
-    peak = matmul_peak_gflops(args.matmul_n, args.repeats)
-    print(f"fp32 matmul peak ({args.matmul_n}^2): {peak:.1f} GFLOP/s", flush=True)
+    # the peak in the precision unirag multiplies in (bf16 under bf16 autocast)
+    peak_dtype = uni.autocast_dtype or torch.float32
+    peak_name = str(peak_dtype).removeprefix("torch.").replace("float32", "fp32").replace("bfloat16", "bf16")
+    peak = matmul_peak_gflops(args.matmul_n, args.repeats, peak_dtype)
+    print(f"{peak_name} matmul peak ({args.matmul_n}^2): {peak:.1f} GFLOP/s", flush=True)
 
     # the plain rows run the same merged weights as a transformers user loads them: fp32 (unirag
     # may hold its decoder weights in bf16, which only runs under autocast)
@@ -220,14 +224,14 @@ def main() -> None:
     same = next((r for r in rows[1:] if r["engine"] == plain["engine"] and r["precision"] == uni_precision), None)
     if same is not None and same is not plain:
         print(f"unirag / plain forward, both {uni_precision}: {same['median_s'] / uni_s:.2f}x the texts/s")
-    print(f"unirag reaches {share:.1%} of the fp32 matmul peak ({peak:.1f} GFLOP/s; "
+    print(f"unirag reaches {share:.1%} of the {peak_name} matmul peak ({peak:.1f} GFLOP/s; "
           f"2 x {embed_params / 1e6:.1f}M matmul params x {rows[0]['tokens_per_s']:.0f} tokens/s)")
 
     result = {
         "benchmark": "embedding", "model": uni.name, "quick": args.quick, "machine": machine_info(),
         "settings": {"docs": args.docs, "n_texts": n, "chunk_tokens": args.chunk_tokens,
                      "batch_size": args.batch_size, "repeats": args.repeats, "max_length": max_length},
-        "matmul_peak_gflops": peak, "matmul_n": args.matmul_n,
+        "matmul_peak_gflops": peak, "matmul_peak_dtype": peak_name, "matmul_n": args.matmul_n,
         "unirag_matmul_params": embed_params, "n_params": sum(p.numel() for p in uni.model.parameters()),
         "unirag_share_of_peak": share, "unirag_over_plain_fp32": plain_s / uni_s,
         "unirag_over_plain_same_precision": same["median_s"] / uni_s if same is not None else None,

@@ -161,3 +161,16 @@ def test_ingest_benchmark_reads_the_same_files_for_both_pipelines(tmp_path):
     assert copied == ["a.md", "b.md"] and not any(p.is_symlink() for p in subset.rglob("*"))
     with pytest.raises(SystemExit, match="no .md files"):
         ingest.source_files(tmp_path / "subset" / "nothing-here", None)
+
+
+def test_decode_linear_kernels_count_every_weight_once(decode):
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                         num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True))
+    ms, nbytes = decode.linear_kernels_ms(model, repeats=1)
+    per_layer = 32 * 32 * 2 + 32 * 16 * 2 + 32 * 64 * 3  # q, o; k, v (2 kv heads of 8); gate, up, down
+    assert ms > 0 and nbytes == 4 * (2 * per_layer + 100 * 32)  # + the LM head once
+    model.model.layers[0].mlp.down_proj.weight.data = model.model.layers[0].mlp.down_proj.weight.data.bfloat16()
+    assert decode.linear_kernels_ms(model, repeats=1)[1] == nbytes - 2 * 32 * 64  # bf16 counts 2 bytes

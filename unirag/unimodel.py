@@ -15,6 +15,7 @@ Pooling (the UniMAE paper's names):
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -69,16 +70,23 @@ class UniModel:
         self._pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self._lock = threading.Lock()  # one forward pass at a time on the shared weights
         # Under bf16 autocast, the decoder layers' linear weights are held in bf16: autocast casts
-        # them to bf16 in every matmul anyway, so every output is unchanged, but the weights take
-        # half the memory and a generated token's step no longer re-casts them. The LM head (tied
-        # to the input embeddings) stays fp32 and runs outside autocast. Not for an unmerged PEFT
-        # model, and the module must not then run outside autocast (UniModel's paths never do).
+        # them to bf16 in every matmul anyway, so embeddings and prefills are unchanged, but the
+        # weights take half the memory and generated tokens' steps (now under autocast too) need
+        # no per-token re-cast: 24 -> 30-39 tokens/s (docs/PERFORMANCE.md section 2). The LM head
+        # (tied to the input embeddings) stays fp32 and runs outside autocast. Not for an
+        # unmerged PEFT model; the module must then not run outside autocast (UniModel never does).
         self.bf16_weights = (bf16_weights and self.autocast_dtype == torch.bfloat16
                              and not hasattr(model, "get_base_model"))
         if self.bf16_weights:
             for module in self.decoder.modules():
                 if isinstance(module, torch.nn.Linear):
                     module.weight.data = module.weight.data.to(torch.bfloat16)
+            # Loaded weights share one mapping of the safetensors file (copy-on-write pages where
+            # the adapter was merged in place), released only once no tensor points into it: the
+            # tensors left in fp32 get their own copies, or the fp32 weights would stay resident.
+            for tensor in itertools.chain(model.parameters(), model.buffers()):
+                if tensor.dtype != torch.bfloat16:
+                    tensor.data = tensor.data.clone()
         self._lm_head = model.get_output_embeddings()
         # What runs each generated token's decoder step. With compile_decode, torch.compile with
         # dynamic shapes: one graph serves every cache length, compiled on the first generated
