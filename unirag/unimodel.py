@@ -15,7 +15,6 @@ Pooling (the UniMAE paper's names):
 from __future__ import annotations
 
 import contextlib
-import itertools
 import logging
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -80,13 +79,7 @@ class UniModel:
         if self.bf16_weights:
             for module in self.decoder.modules():
                 if isinstance(module, torch.nn.Linear):
-                    module.weight.data = module.weight.data.to(torch.bfloat16)
-            # Loaded weights share one mapping of the safetensors file (copy-on-write pages where
-            # the adapter was merged in place), released only once no tensor points into it: the
-            # tensors left in fp32 get their own copies, or the fp32 weights would stay resident.
-            for tensor in itertools.chain(model.parameters(), model.buffers()):
-                if tensor.dtype != torch.bfloat16:
-                    tensor.data = tensor.data.clone()
+                    module.weight.data = _bf16_in_place(module.weight.data)
         self._lm_head = model.get_output_embeddings()
         # What runs each generated token's decoder step. With compile_decode, torch.compile with
         # dynamic shapes: one graph serves every cache length, compiled on the first generated
@@ -417,6 +410,23 @@ class UniModel:
                 return
             yield next_id
             step_input = torch.tensor([[next_id]], device=self.device)
+
+
+def _bf16_in_place(weight: torch.Tensor) -> torch.Tensor:
+    """`weight` (fp32) as bf16, written into the first half of its own buffer.
+
+    A new bf16 tensor would add half the weights' size at load, and the fp32 buffers would not
+    be given back: loaded weights live in one mapping of the safetensors file (copy-on-write
+    where the adapter was merged in place) that stays resident while any tensor points into it.
+    Reusing the buffer keeps the peak at the fp32 model's (docs/PERFORMANCE.md section 4).
+    """
+    if weight.dtype != torch.float32 or not weight.is_contiguous():
+        return weight.to(torch.bfloat16)
+    values = weight.to(torch.bfloat16)
+    held = torch.empty(0, dtype=torch.bfloat16, device=weight.device)
+    held.set_(weight.untyped_storage(), weight.storage_offset() * 2, weight.shape)  # offset in bf16 elements
+    held.copy_(values)
+    return held
 
 
 def token_budget_batches(lengths: Sequence[int], max_rows: int | None, max_tokens: int) -> list[list[int]]:
