@@ -110,7 +110,7 @@ def test_compiled_decode_makes_the_same_tokens(tiny_model_dir):
 def test_bf16_weights_change_no_embedding_and_keep_reuse_exact(tiny_model_dir):
     """Under bf16 autocast the decoder's linear weights are held in bf16: autocast cast them in
     every matmul anyway, so embeddings are bit-identical; the LM head and input embeddings stay
-    fp32, the weights take less memory, and generation with a reused prefix equals without."""
+    fp32, the parameters count fewer bytes, and generation with a reused prefix equals without."""
     from unirag import UniModel
 
     held = UniModel.load(str(tiny_model_dir), precision="bf16")

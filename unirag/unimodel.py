@@ -68,12 +68,13 @@ class UniModel:
         self._prefix_ids = tokenizer("", add_special_tokens=True)["input_ids"]  # e.g. [BOS]
         self._pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self._lock = threading.Lock()  # one forward pass at a time on the shared weights
-        # Under bf16 autocast, the decoder layers' linear weights are held in bf16: autocast casts
-        # them to bf16 in every matmul anyway, so embeddings and prefills are unchanged, but the
-        # weights take half the memory and generated tokens' steps (now under autocast too) need
-        # no per-token re-cast: 24 -> 30-39 tokens/s (docs/PERFORMANCE.md section 2). The LM head
-        # (tied to the input embeddings) stays fp32 and runs outside autocast. Not for an
-        # unmerged PEFT model; the module must then not run outside autocast (UniModel never does).
+        # Under bf16 autocast, the decoder layers' linear weights are held in bf16 (converted in
+        # place: the module is changed): autocast casts them to bf16 in every matmul anyway, so
+        # embeddings and prefills are unchanged, but a matmul reads half the bytes and generated
+        # tokens' steps (now under autocast too) need no per-token re-cast: 24 -> 30-39 tokens/s
+        # (docs/PERFORMANCE.md section 2). The LM head (tied to the input embeddings) stays fp32
+        # and runs outside autocast. Not for an unmerged PEFT model; the module must then not run
+        # outside autocast (UniModel never does).
         self.bf16_weights = (bf16_weights and self.autocast_dtype == torch.bfloat16
                              and not hasattr(model, "get_base_model"))
         if self.bf16_weights:
