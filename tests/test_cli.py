@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 from typer.testing import CliRunner
 
 from unirag.cli import app
@@ -60,6 +61,19 @@ def test_export_merged_loads_as_plain_model(tiny_model_dir, tmp_path):
     np.testing.assert_allclose(merged, direct, atol=1e-5)
     again = runner.invoke(app, ["export", "--merged", str(out), "--model", str(tiny_model_dir)])
     assert again.exit_code != 0
+    from safetensors import safe_open
+
+    with safe_open(str(out / "model.safetensors"), framework="pt") as f:  # fp32 as trained, whatever the CPU
+        assert {f.get_slice(k).get_dtype() for k in f.keys()} == {"F32"}
+
+
+def test_export_refuses_bf16_held_weights(tiny_model_dir, tmp_path):
+    from unirag import UniModel, UniragError
+    from unirag.export import export_merged
+
+    with pytest.raises(UniragError, match="bf16"):
+        export_merged(UniModel.load(str(tiny_model_dir), precision="bf16"), tmp_path / "out")
+    assert not (tmp_path / "out").exists()
 
 
 def test_demo_rebuilds_its_own_collection_made_by_another_model(tiny_model_dir, tmp_path):
