@@ -149,7 +149,7 @@ def main() -> None:
 
     # the peak in the precision unirag multiplies in (bf16 under bf16 autocast)
     peak_dtype = uni.autocast_dtype or torch.float32
-    peak_name = str(peak_dtype).removeprefix("torch.").replace("float32", "fp32").replace("bfloat16", "bf16")
+    peak_name = "bf16" if peak_dtype == torch.bfloat16 else "fp32"
     peak = matmul_peak_gflops(args.matmul_n, args.repeats, peak_dtype)
     print(f"{peak_name} matmul peak ({args.matmul_n}^2): {peak:.1f} GFLOP/s", flush=True)
 
