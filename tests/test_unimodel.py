@@ -107,6 +107,33 @@ def test_compiled_decode_makes_the_same_tokens(tiny_model_dir):
             == list(eager.generate_ids(prompt, max_new_tokens=16)))
 
 
+def test_static_cache_makes_the_same_tokens(tiny_model_dir):
+    """static_cache only changes where generated tokens' keys and values are written: greedy
+    output, eager and compiled, with and without a reused prefix, is the DynamicCache loop's."""
+    from unirag import UniModel
+    from unirag.unimodel import STATIC_CACHE_BUCKET
+
+    dynamic = UniModel.load(str(tiny_model_dir), precision="fp32")
+    static = UniModel.load(str(tiny_model_dir), precision="fp32", static_cache=True)
+    assert static.static_cache
+    ids = dynamic.prompt_ids("The cat sat on the mat because")
+    expected = list(dynamic.generate_ids(ids, max_new_tokens=16))
+    assert list(static.generate_ids(ids, max_new_tokens=16)) == expected
+    # a generation longer than one bucket
+    long = STATIC_CACHE_BUCKET + 8 - len(ids)
+    assert list(static.generate_ids(ids, max_new_tokens=long)) == list(dynamic.generate_ids(ids, max_new_tokens=long))
+    compiled = UniModel.load(str(tiny_model_dir), precision="fp32", static_cache=True, compile_decode=True)
+    assert list(compiled.generate_ids(ids, max_new_tokens=16)) == expected
+    question = "The cat sat on the mat because"
+    _, prefix = static.embed_with_cache(question)
+    prompt = static.tokenizer(question, add_special_tokens=True)["input_ids"] + ids
+    assert static.reusable_prefix(prefix, prompt) > 0
+    assert (list(static.generate_ids(prompt, max_new_tokens=16, prefix=prefix))
+            == list(dynamic.generate_ids(prompt, max_new_tokens=16)))
+    # bf16 autocast with fp32-held weights runs prompt and new tokens in two precisions: no static cache
+    assert not UniModel.load(str(tiny_model_dir), precision="bf16", bf16_weights=False, static_cache=True).static_cache
+
+
 def test_bf16_weights_change_no_embedding_and_keep_reuse_exact(tiny_model_dir):
     """Under bf16 autocast the decoder's linear weights are held in bf16: autocast cast them in
     every matmul anyway, so embeddings are bit-identical; the LM head and input embeddings stay

@@ -69,3 +69,17 @@ class PrefixCache:
         cache = copy.deepcopy(self.cache)
         crop_to(cache, length)
         return cache
+
+
+def static_copy(cache: Any, config, max_cache_len: int) -> Any:
+    """The positions of a DynamicCache copied into a transformers StaticCache of `max_cache_len`.
+
+    A static cache is written in place at each step instead of growing by concatenation, and its
+    tensors keep one shape, so a compiled decode step sees the same shapes at every token.
+    """
+    from transformers import StaticCache
+
+    static = StaticCache(config=config, max_cache_len=max_cache_len)
+    for index, layer in enumerate(cache.layers):
+        static.update(layer.keys, layer.values, index)
+    return static

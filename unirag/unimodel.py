@@ -26,12 +26,13 @@ import torch
 
 from .errors import UniragError
 from .hardware import resolve_precision
-from .prefix_cache import PrefixCache
+from .prefix_cache import PrefixCache, static_copy
 
 if TYPE_CHECKING:
     from .doc_cache import ChunkedPrefill, ChunkedPrompt, ChunkKVCache
 
 POOLINGS = ("eos", "mean", "last", "echo")
+STATIC_CACHE_BUCKET = 256  # static_cache sizes are multiples of this (fewer shapes to compile)
 log = logging.getLogger("unirag")
 
 Messages = list[dict[str, str]]
@@ -52,7 +53,7 @@ class UniModel:
 
     def __init__(self, model, tokenizer, name: str, max_length: int = 512,
                  precision: str = "auto", info: dict | None = None, compile_decode: bool = False,
-                 bf16_weights: bool = True):
+                 bf16_weights: bool = True, static_cache: bool = False):
         if tokenizer.eos_token_id is None:
             raise UniragError(f"the tokenizer of {name} has no EOS token; eos pooling needs one")
         self.model = model
@@ -87,19 +88,25 @@ class UniModel:
         # token (tens of seconds on 2 cores) (docs/PERFORMANCE.md section 2).
         self._decode_step = (torch.compile(self.decoder.forward, dynamic=True) if compile_decode
                              else self.decoder.forward)
+        # static_cache: after the prompt, generated tokens write into a preallocated StaticCache
+        # (sized to the prompt plus max_new_tokens, rounded up to STATIC_CACHE_BUCKET) instead of
+        # a DynamicCache that grows by concatenation. Only where the prompt and the generated
+        # tokens run in one precision (fp32, or bf16-held weights), so one tensor holds both.
+        self.static_cache = static_cache and (self.autocast_dtype is None or self.bf16_weights)
 
     # ------------------------------------------------------------------ loading
     @classmethod
     def load(cls, model: str | None = None, adapter: str | None = "default", *, merge: bool = True,
              precision: str = "auto", max_length: int = 512, device: str | None = None,
              trust_remote_code: bool = False, compile_decode: bool = False,
-             bf16_weights: bool = True) -> "UniModel":
+             bf16_weights: bool = True, static_cache: bool = False) -> "UniModel":
         """Load a base model (registry name, local folder or hub id) and an adapter.
 
         adapter="default" takes the UniMAE adapter shipped for registry models (none for other
         models); None or "none" loads the plain base model; anything else is an adapter folder.
         compile_decode=True runs generation steps through torch.compile (faster once compiled).
         bf16_weights=False keeps fp32 weights even under bf16 autocast (e.g. to export them).
+        static_cache=True decodes into a preallocated KV cache (docs/PERFORMANCE.md section 2).
         """
         from .adapters import apply_adapter, weights_digest
         from .models import DEFAULT_MODEL, load_base, resolve_adapter
@@ -115,7 +122,7 @@ class UniModel:
         if device:
             base.to(device)
         return cls(base, tokenizer, name=name, max_length=max_length, precision=precision, info=info,
-                   compile_decode=compile_decode, bf16_weights=bf16_weights)
+                   compile_decode=compile_decode, bf16_weights=bf16_weights, static_cache=static_cache)
 
     @property
     def context_window(self) -> int:
@@ -384,6 +391,14 @@ class UniModel:
         cap = getattr(self.model.config, "final_logit_softcapping", None)
         return torch.tanh(logits / cap) * cap if cap else logits
 
+    def _static_cache_for(self, cache, max_new_tokens: int):
+        """The prompt's DynamicCache copied into a StaticCache with room for the new tokens.
+
+        Sizes are rounded up to STATIC_CACHE_BUCKET so that a compiled step sees few shapes."""
+        needed = cache.get_seq_length() + max_new_tokens
+        size = -(-needed // STATIC_CACHE_BUCKET) * STATIC_CACHE_BUCKET
+        return static_copy(cache, self.model.config, max(needed, min(size, self.context_window)))
+
     def _decode(self, cache, step_ids: list[int], max_new_tokens: int, temperature: float, top_p: float,
                 seed: int | None) -> Iterator[int]:
         """Feed `step_ids` (the prompt tokens `cache` does not hold yet), then sample token by token."""
@@ -401,6 +416,8 @@ class UniModel:
             # re-cast every weight matrix on each token (20.1 vs 24.7 tokens/s, docs/PERFORMANCE.md).
             # The LM head runs on the last position only, in its own (fp32) precision.
             autocast = step == 0 or self.bf16_weights
+            if step == 1 and self.static_cache:
+                cache = self._static_cache_for(cache, max_new_tokens)
             forward = self.decoder if step == 0 else self._decode_step
             with self._lock, torch.inference_mode():
                 with self._autocast() if autocast else contextlib.nullcontext():
