@@ -130,6 +130,11 @@ def test_static_cache_makes_the_same_tokens(tiny_model_dir):
     assert static.reusable_prefix(prefix, prompt) > 0
     assert (list(static.generate_ids(prompt, max_new_tokens=16, prefix=prefix))
             == list(dynamic.generate_ids(prompt, max_new_tokens=16)))
+    # bf16-held weights: keys (fp32 after RoPE) and values (bf16) differ in dtype
+    held = UniModel.load(str(tiny_model_dir), precision="bf16")
+    held_static = UniModel.load(str(tiny_model_dir), precision="bf16", static_cache=True)
+    assert held_static.static_cache
+    assert list(held_static.generate_ids(ids, max_new_tokens=16)) == list(held.generate_ids(ids, max_new_tokens=16))
     # bf16 autocast with fp32-held weights runs prompt and new tokens in two precisions: no static cache
     assert not UniModel.load(str(tiny_model_dir), precision="bf16", bf16_weights=False, static_cache=True).static_cache
 
