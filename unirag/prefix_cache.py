@@ -10,6 +10,7 @@ appends is the cache's last position; a prompt that continues differently there 
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -78,19 +79,25 @@ def static_copy(cache: Any, config, max_cache_len: int) -> Any:
     tensors keep one shape, so a compiled decode step sees the same shapes at every token.
     """
     from transformers import StaticCache
+
+    static = StaticCache(config=config, max_cache_len=max_cache_len)
+    static.layers = [_casting_static_layer()(max_cache_len=max_cache_len) for _ in cache.layers]
+    for index, layer in enumerate(cache.layers):
+        static.update(layer.keys, layer.values, index)
+    return static
+
+
+@functools.cache
+def _casting_static_layer() -> type:
+    """A StaticLayer that stores new keys and values in the cache's dtype, as a DynamicCache's
+    concatenation does (under bf16 autocast RoPE leaves keys fp32, so both are kept in fp32
+    there). Made once: torch.compile guards on the class."""
     from transformers.cache_utils import StaticLayer
 
     class CastingStaticLayer(StaticLayer):
-        """Stores new keys and values in the cache's dtype, as a DynamicCache's concatenation
-        does: under bf16 autocast RoPE leaves keys fp32, so both are kept in fp32 there."""
-
         def update(self, key_states, value_states, *args, **kwargs):
             if self.is_initialized:
                 key_states, value_states = key_states.to(self.keys.dtype), value_states.to(self.values.dtype)
             return super().update(key_states, value_states, *args, **kwargs)
 
-    static = StaticCache(config=config, max_cache_len=max_cache_len)
-    static.layers = [CastingStaticLayer(max_cache_len=max_cache_len) for _ in cache.layers]
-    for index, layer in enumerate(cache.layers):
-        static.update(layer.keys, layer.values, index)
-    return static
+    return CastingStaticLayer

@@ -86,13 +86,15 @@ class UniModel:
         # What runs each generated token's decoder step. With compile_decode, torch.compile with
         # dynamic shapes: one graph serves every cache length, compiled on the first generated
         # token (tens of seconds on 2 cores) (docs/PERFORMANCE.md section 2).
-        self._decode_step = (torch.compile(self.decoder.forward, dynamic=True) if compile_decode
-                             else self.decoder.forward)
         # static_cache: after the prompt, generated tokens write into a preallocated StaticCache
         # (sized to the prompt plus max_new_tokens, rounded up to STATIC_CACHE_BUCKET) instead of
         # a DynamicCache that grows by concatenation. Only where the prompt and the generated
         # tokens run in one precision (fp32, or bf16-held weights), so one tensor holds both.
+        # Compiled, it takes static shapes (one graph per bucket): with dynamic shapes over a
+        # StaticCache the compiled step ran at 6 tokens/s (docs/PERFORMANCE.md section 2).
         self.static_cache = static_cache and (self.autocast_dtype is None or self.bf16_weights)
+        self._decode_step = (torch.compile(self.decoder.forward, dynamic=not self.static_cache)
+                             if compile_decode else self.decoder.forward)
 
     # ------------------------------------------------------------------ loading
     @classmethod
