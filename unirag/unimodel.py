@@ -418,10 +418,10 @@ class UniModel:
             # re-cast every weight matrix on each token (20.1 vs 24.7 tokens/s, docs/PERFORMANCE.md).
             # The LM head runs on the last position only, in its own (fp32) precision.
             autocast = step == 0 or self.bf16_weights
-            if step == 1 and self.static_cache:
-                cache = self._static_cache_for(cache, max_new_tokens)
             forward = self.decoder if step == 0 else self._decode_step
             with self._lock, torch.inference_mode():
+                if step == 1 and self.static_cache:
+                    cache = self._static_cache_for(cache, max_new_tokens)
                 with self._autocast() if autocast else contextlib.nullcontext():
                     hidden = forward(input_ids=step_input, past_key_values=cache, use_cache=True).last_hidden_state
                 logits = self._next_token_logits(hidden)
