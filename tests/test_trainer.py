@@ -127,6 +127,24 @@ def test_simcse_continues_from_an_adapter(tiny_model_dir, corpus, tmp_path):
                            load_file(out / "adapter_model.safetensors")["base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight"].numpy())
 
 
+def test_simcse_masked_positive_is_a_harder_view(tiny_model_dir, corpus, tmp_path):
+    """simcse_positive=masked: the second view reads the text with p_mar of it masked, so with
+    no dropout at all the two views differ (dropout views would be identical) and the loss is higher."""
+    first = run(tiny_model_dir, corpus, tmp_path / "unimae", steps=3)
+
+    def first_loss(positive: str) -> float:
+        config = load_config("test-tiny", {"objective": "simcse", "steps": "1", "lora_dropout": "0",
+                                           "simcse_positive": positive, "p_mar": "0.5"})
+        out = train(config, str(tiny_model_dir), str(corpus), str(tmp_path / positive), init_adapter=str(first))
+        assert json.loads((out / "unirag.json").read_text())["config"]["simcse_positive"] == positive
+        history = json.loads((out / "checkpoints" / "checkpoint-1" / "trainer_state.json").read_text())["log_history"]
+        return next(h["loss_simcse"] for h in history if "loss_simcse" in h)
+
+    assert first_loss("masked") > first_loss("dropout")
+    with pytest.raises(UniragError, match="simcse_positive"):
+        load_config("test-tiny", {"simcse_positive": "shuffled"})
+
+
 def test_config_errors():
     with pytest.raises(UniragError, match="unknown recipe"):
         load_config("no-such-recipe")

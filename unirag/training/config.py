@@ -57,6 +57,9 @@ class TrainConfig:
     # dropout, plus attention-probability dropout in the LLM (Llama's config has 0; BERT's is 0.1).
     temperature: float = 0.05
     attention_dropout: float = 0.0
+    # dropout: the second view is the same text again; masked: the second view has p_mar of its
+    # tokens replaced by the mask token (a harder positive when dropout views are near-identical)
+    simcse_positive: str = "dropout"
     # GEM
     gem_tokens: int = 1
     gem_contrastive: float = 0.0       # weight of an optional SimCSE term on the summary state
@@ -79,6 +82,8 @@ class TrainConfig:
             raise UniragError(f"unknown objective {self.objective!r}; choose {', '.join(OBJECTIVES)}")
         if self.text_unit not in ("document", "sentence"):
             raise UniragError(f"text_unit must be document or sentence, not {self.text_unit!r}")
+        if self.simcse_positive not in ("dropout", "masked"):
+            raise UniragError(f"simcse_positive must be dropout or masked, not {self.simcse_positive!r}")
         if self.batch_size % self.micro_batch_size:
             raise UniragError("batch_size must be a multiple of micro_batch_size")
         for name in ("p_mar", "p_mrc", "lora_dropout", "attention_dropout"):

@@ -68,7 +68,7 @@ class UniMAEModule(nn.Module):
     def forward(self, input_ids, attention_mask, seed: int):
         generator = torch.Generator(device=input_ids.device).manual_seed(seed)
         if self.config.objective == "simcse":
-            return self.simcse_forward(input_ids, attention_mask)
+            return self.simcse_forward(input_ids, attention_mask, generator)
         if self.config.objective == "gem":
             return self.gem_forward(input_ids, attention_mask, generator)
         corrupted, _ = mar_corrupt(input_ids, attention_mask, self.mask_token_id, self.config.p_mar,
@@ -108,12 +108,17 @@ class UniMAEModule(nn.Module):
         head = self.causal_lm.get_output_embeddings()
         return anchor_loss(head(states[:n]), teacher, attention_mask[:n])
 
-    def simcse_forward(self, input_ids, attention_mask):
+    def simcse_forward(self, input_ids, attention_mask, generator):
         """Unsupervised SimCSE: two passes = two dropout masks (LoRA dropout), positives on the
-        diagonal, in-batch negatives; plus the anchor term on the first view if it is on."""
+        diagonal, in-batch negatives; plus the anchor term on the first view if it is on.
+        With simcse_positive "masked" the second pass reads the text with p_mar of it masked."""
         states = self.hidden(input_ids, attention_mask)
         a = eos_hidden(states, attention_mask)
-        b = eos_hidden(self.hidden(input_ids, attention_mask), attention_mask)
+        second = input_ids
+        if self.config.simcse_positive == "masked":
+            second, _ = mar_corrupt(input_ids, attention_mask, self.mask_token_id, self.config.p_mar,
+                                    generator=generator)
+        b = eos_hidden(self.hidden(second, attention_mask), attention_mask)
         contrast = simcse_loss(a, b, self.config.temperature)
         parts, loss = {"simcse": contrast.detach()}, contrast
         n_anchor = self.anchor_rows(input_ids)
