@@ -72,7 +72,7 @@ class UniModel:
         # Under bf16 autocast, the decoder layers' linear weights are held in bf16 (converted in
         # place: the module is changed): autocast casts them to bf16 in every matmul anyway, so
         # embeddings and prefills are unchanged, but a matmul reads half the bytes and generated
-        # tokens' steps (now under autocast too) need no per-token re-cast: 24 -> 26-30 tokens/s,
+        # tokens' steps (now under autocast too) need no per-token re-cast: 24 -> 26-35 tokens/s,
         # 34-39 compiled (docs/PERFORMANCE.md section 2). The LM head (tied to the input
         # embeddings) stays fp32 and runs outside autocast. Not for an unmerged PEFT model; the
         # module must then not run outside autocast (UniModel never does).
