@@ -12,7 +12,8 @@ AdapterOpt = Annotated[str, typer.Option(
 PrecisionOpt = Annotated[str, typer.Option(help="auto (bf16 only where the CPU has AMX/AVX512-BF16), fp32 or bf16.")]
 CompileOpt = Annotated[bool, typer.Option(
     "--compile/--no-compile", help="Run generation steps through torch.compile, after a one-time compile on the "
-    "first answer (tens of seconds). It was 0-32% faster on the project's CPU machine; measure yours.")]
+    "first answer (tens of seconds). Across five runs on the project's CPU machine it ranged from 3% slower to "
+    "32% faster: measure yours.")]
 RetrievalOpt = Annotated[str, typer.Option(
     "--retrieval", help="hybrid (EOS embeddings + BM25, fused by rank), dense (embeddings only) or lexical (BM25 only).")]
 # What the CLI and the app rerank by default (rag/rerank.py): on the Rust-book dev set, 5 fused
