@@ -99,12 +99,18 @@ def test_compiled_decode_makes_the_same_tokens(tiny_model_dir):
     ids = eager.prompt_ids("The cat sat on the mat because")
     expected = list(eager.generate_ids(ids, max_new_tokens=16))
     assert list(compiled.generate_ids(ids, max_new_tokens=16)) == expected
+    assert_reuse_gives_reference_tokens(compiled, eager, ids)
+
+
+def assert_reuse_gives_reference_tokens(model, reference, ids: list[int]) -> None:
+    """`model` generating with the prefix cache of an embedded question makes the tokens that
+    `reference` makes without any reuse."""
     question = "The cat sat on the mat because"
-    _, prefix = compiled.embed_with_cache(question)
-    prompt = compiled.tokenizer(question, add_special_tokens=True)["input_ids"] + ids
-    assert compiled.reusable_prefix(prefix, prompt) > 0
-    assert (list(compiled.generate_ids(prompt, max_new_tokens=16, prefix=prefix))
-            == list(eager.generate_ids(prompt, max_new_tokens=16)))
+    _, prefix = model.embed_with_cache(question)
+    prompt = model.tokenizer(question, add_special_tokens=True)["input_ids"] + ids
+    assert model.reusable_prefix(prefix, prompt) > 0
+    assert (list(model.generate_ids(prompt, max_new_tokens=16, prefix=prefix))
+            == list(reference.generate_ids(prompt, max_new_tokens=16)))
 
 
 def test_static_cache_makes_the_same_tokens(tiny_model_dir):
@@ -124,12 +130,7 @@ def test_static_cache_makes_the_same_tokens(tiny_model_dir):
     assert list(static.generate_ids(ids, max_new_tokens=long)) == list(dynamic.generate_ids(ids, max_new_tokens=long))
     compiled = UniModel.load(str(tiny_model_dir), precision="fp32", static_cache=True, compile_decode=True)
     assert list(compiled.generate_ids(ids, max_new_tokens=16)) == expected
-    question = "The cat sat on the mat because"
-    _, prefix = static.embed_with_cache(question)
-    prompt = static.tokenizer(question, add_special_tokens=True)["input_ids"] + ids
-    assert static.reusable_prefix(prefix, prompt) > 0
-    assert (list(static.generate_ids(prompt, max_new_tokens=16, prefix=prefix))
-            == list(dynamic.generate_ids(prompt, max_new_tokens=16)))
+    assert_reuse_gives_reference_tokens(static, dynamic, ids)
     # bf16-held weights: keys (fp32 after RoPE) and values (bf16) differ in dtype
     held = UniModel.load(str(tiny_model_dir), precision="bf16")
     held_static = UniModel.load(str(tiny_model_dir), precision="bf16", static_cache=True)
