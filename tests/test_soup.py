@@ -1,0 +1,47 @@
+"""unirag.training.soup: the souped LoRA is exactly the mean of its sources' weight deltas."""
+
+import json
+
+import pytest
+import torch
+
+from unirag import UniModel, UniragError
+from unirag.training.soup import soup_adapters
+
+from test_loading import make_adapter
+
+
+def _weights(model_dir, adapter=None):
+    model = UniModel.load(str(model_dir), str(adapter) if adapter else None, precision="fp32").model
+    return {k: v.clone() for k, v in model.state_dict().items()}
+
+
+def test_soup_is_the_mean_of_the_deltas(tmp_path, tiny_model_dir):
+    sources = [make_adapter(tiny_model_dir, tmp_path / f"a{seed}", seed=seed) for seed in (1, 2, 3)]
+    soup = soup_adapters(sources, tmp_path / "soup")
+
+    config = json.loads((soup / "adapter_config.json").read_text())
+    assert (config["r"], config["lora_alpha"]) == (12, 24)  # rank 3 x 4, scale alpha/r unchanged
+    assert [s["adapter"] for s in json.loads((soup / "unirag.json").read_text())["soup"]] == [str(s) for s in sources]
+
+    base = _weights(tiny_model_dir)
+    deltas = [{k: w[k] - base[k] for k in base} for w in (_weights(tiny_model_dir, s) for s in sources)]
+    souped = _weights(tiny_model_dir, soup)
+    changed = 0
+    for key in base:
+        expected = base[key] + sum(d[key] for d in deltas) / len(deltas)
+        torch.testing.assert_close(souped[key], expected, atol=1e-5, rtol=1e-5)
+        changed += bool(deltas[0][key].abs().max() > 1e-3)
+    assert changed >= 3  # q, v and up projections moved, so the check is not vacuous
+
+
+def test_soup_refuses_adapters_that_do_not_match(tmp_path, tiny_model_dir):
+    a = make_adapter(tiny_model_dir, tmp_path / "a", r=4)
+    b = make_adapter(tiny_model_dir, tmp_path / "b", r=8)
+    with pytest.raises(UniragError, match="differs .* in r"):
+        soup_adapters([a, b], tmp_path / "soup")
+    with pytest.raises(UniragError, match="at least two"):
+        soup_adapters([a], tmp_path / "soup")
+    with pytest.raises(UniragError, match="does not exist"):
+        soup_adapters([a, tmp_path / "missing"], tmp_path / "soup")
+    assert not (tmp_path / "soup").exists()

@@ -1,0 +1,97 @@
+"""Average LoRA adapters trained from the same base ("model soup"), exactly, as one LoRA.
+
+Runs of one recipe that differ only in seed land on adapters whose scores differ as much as any
+recipe change does (docs/ABLATIONS.md). Averaging their weight deltas keeps what they share and
+damps what each seed adds at random, without choosing a seed on the evaluation data.
+
+A LoRA delta is `s * B @ A`. The mean of k of them is itself a LoRA of rank k*r:
+
+    mean_i s B_i A_i = s [B_1/k ... B_k/k] @ [A_1; ...; A_k]
+
+so stacking the factors along the rank axis (and scaling lora_alpha by k, so that s = alpha/r
+is unchanged) gives the average with no approximation.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from ..adapters import UNIRAG_JSON, read_adapter_info
+from ..errors import UniragError
+
+# Settings that must agree for deltas to be averaged as one LoRA.
+_SAME = ("r", "lora_alpha", "target_modules", "use_rslora", "use_dora", "peft_type", "modules_to_save")
+
+
+def _config(path: Path) -> dict:
+    config = json.loads((path / "adapter_config.json").read_text())
+    if config.get("peft_type") != "LORA" or config.get("use_dora"):
+        raise UniragError(f"{path}: only plain LoRA adapters can be averaged (peft_type LORA, no DoRA)")
+    if config.get("rank_pattern") or config.get("alpha_pattern"):
+        raise UniragError(f"{path}: per-module ranks or alphas are not supported")
+    if config.get("modules_to_save"):
+        raise UniragError(f"{path}: adapters with fully trained modules (modules_to_save) cannot be averaged as LoRA")
+    return config
+
+
+def _normalised(value):
+    return sorted(value) if isinstance(value, list) else value
+
+
+def soup_adapters(sources: list[str | Path], out_dir: str | Path) -> Path:
+    """Write to `out_dir` one LoRA adapter whose delta is the mean of the sources' deltas."""
+    sources = [Path(s).expanduser() for s in sources]
+    if len(sources) < 2:
+        raise UniragError("a soup needs at least two adapters")
+    infos = [read_adapter_info(s) for s in sources]
+    configs = [_config(s) for s in sources]
+    for source, config in zip(sources[1:], configs[1:]):
+        for key in _SAME:
+            if _normalised(config.get(key)) != _normalised(configs[0].get(key)):
+                raise UniragError(f"{source} differs from {sources[0]} in {key}: "
+                                  f"{config.get(key)!r} vs {configs[0].get(key)!r}")
+    bases = {json.dumps(info.get("base"), sort_keys=True) for info in infos}
+    if len(bases) > 1:
+        raise UniragError("the adapters were trained on different base models")
+    if len({info.get("pooling") for info in infos}) > 1 or len({info.get("mask_token") for info in infos}) > 1:
+        raise UniragError("the adapters disagree on pooling or mask token")
+
+    k = len(sources)
+    tensors = [load_file(s / "adapter_model.safetensors") for s in sources]
+    keys = sorted(tensors[0])
+    for source, t in zip(sources[1:], tensors[1:]):
+        if sorted(t) != keys:
+            raise UniragError(f"{source} has other weight names than {sources[0]}")
+    merged = {}
+    for key in keys:
+        parts = [t[key].float() for t in tensors]
+        if ".lora_A." in key:    # (r, in): stack the rows
+            merged[key] = torch.cat(parts, dim=0)
+        elif ".lora_B." in key:  # (out, r): stack the columns, each source weighted 1/k
+            merged[key] = torch.cat(parts, dim=1) / k
+        else:
+            raise UniragError(f"{sources[0]}: unexpected weight {key} (not a LoRA factor)")
+        merged[key] = merged[key].to(tensors[0][key].dtype).contiguous()
+
+    out_dir = Path(out_dir).expanduser()
+    tmp = out_dir.with_name(f".{out_dir.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    save_file(merged, tmp / "adapter_model.safetensors", metadata={"format": "pt"})
+    config = dict(configs[0], r=k * configs[0]["r"], lora_alpha=k * configs[0]["lora_alpha"])
+    (tmp / "adapter_config.json").write_text(json.dumps(config, indent=2))
+    info = dict(infos[0], soup=[{"adapter": str(s), "seed": i.get("config", {}).get("seed")}
+                                for s, i in zip(sources, infos)])
+    info.pop("name", None)
+    (tmp / UNIRAG_JSON).write_text(json.dumps(info, indent=2))
+    (tmp / "README.md").write_text(
+        f"# {out_dir.name}\n\nThe exact average (uniform soup) of {k} LoRA adapters, as one LoRA of rank "
+        f"{config['r']}:\n\n" + "".join(f"- `{s}`\n" for s in sources))
+    shutil.rmtree(out_dir, ignore_errors=True)
+    tmp.rename(out_dir)
+    return out_dir
