@@ -89,6 +89,7 @@ def test_decode_bandwidth_bound(decode):
     # 10 GB/s over 500 MB of weights per token: at most 20 tokens/s
     assert decode.bound_tokens_per_s(500_000_000, 10.0) == pytest.approx(20.0)
     assert decode.decode_rate([1.0, 1.5, 2.0, 3.0]) == pytest.approx(1.5)  # 3 gaps in 2 s
+    assert decode.read_bandwidth_gbs(mib=8, repeats=1) > 0
     with pytest.raises(ValueError):
         decode.decode_rate([1.0])
     assert decode.same_greedy_tokens([1, 2, 0, 5], [1, 2, 7, 8], eos_id=0)  # may part after an EOS
