@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from unirag import UniModel, UniragError
-from unirag.training.soup import soup_adapters
+from unirag.training.soup import soup_adapters, truncate_lora
 
 from test_loading import make_adapter
 
@@ -22,7 +22,8 @@ def test_soup_is_the_mean_of_the_deltas(tmp_path, tiny_model_dir):
 
     config = json.loads((soup / "adapter_config.json").read_text())
     assert (config["r"], config["lora_alpha"]) == (12, 24)  # rank 3 x 4, scale alpha/r unchanged
-    assert [s["adapter"] for s in json.loads((soup / "unirag.json").read_text())["soup"]] == [str(s) for s in sources]
+    info = json.loads((soup / "unirag.json").read_text())["soup"]
+    assert info["exact"] and [s["adapter"] for s in info["sources"]] == [str(s) for s in sources]
 
     base = _weights(tiny_model_dir)
     deltas = [{k: w[k] - base[k] for k in base} for w in (_weights(tiny_model_dir, s) for s in sources)]
@@ -45,3 +46,26 @@ def test_soup_refuses_adapters_that_do_not_match(tmp_path, tiny_model_dir):
     with pytest.raises(UniragError, match="does not exist"):
         soup_adapters([a, tmp_path / "missing"], tmp_path / "soup")
     assert not (tmp_path / "soup").exists()
+
+
+def test_truncated_factors_are_the_best_low_rank_approximation():
+    torch.manual_seed(0)
+    b, a = torch.randn(20, 6), torch.randn(6, 15)
+    u, s, vh = torch.linalg.svd(b @ a)
+    b3, a3 = truncate_lora(b, a, 3)
+    assert b3.shape == (20, 3) and a3.shape == (3, 15)
+    torch.testing.assert_close(b3 @ a3, u[:, :3] * s[:3] @ vh[:3], atol=1e-4, rtol=1e-4)
+    b6, a6 = truncate_lora(b, a, 6)
+    torch.testing.assert_close(b6 @ a6, b @ a, atol=1e-4, rtol=1e-4)
+
+
+def test_soup_cut_to_one_adapters_rank_loads(tmp_path, tiny_model_dir):
+    sources = [make_adapter(tiny_model_dir, tmp_path / f"a{seed}", seed=seed) for seed in (1, 2)]
+    soup = soup_adapters(sources, tmp_path / "soup", rank=4)
+    config = json.loads((soup / "adapter_config.json").read_text())
+    assert (config["r"], config["lora_alpha"]) == (4, 8)
+    assert not json.loads((soup / "unirag.json").read_text())["soup"]["exact"]
+    base, souped = _weights(tiny_model_dir), _weights(tiny_model_dir, soup)
+    assert any((souped[k] - base[k]).abs().max() > 1e-3 for k in base)
+    with pytest.raises(UniragError, match="rank must be between 1 and 8"):
+        soup_adapters(sources, tmp_path / "bad", rank=9)

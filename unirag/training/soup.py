@@ -9,7 +9,9 @@ A LoRA delta is `s * B @ A`. The mean of k of them is itself a LoRA of rank k*r:
     mean_i s B_i A_i = s [B_1/k ... B_k/k] @ [A_1; ...; A_k]
 
 so stacking the factors along the rank axis (and scaling lora_alpha by k, so that s = alpha/r
-is unchanged) gives the average with no approximation.
+is unchanged) gives the average with no approximation. `rank=` then optionally cuts each
+module's averaged delta back to its best approximation of that rank (truncated SVD), so a soup
+of k adapters can ship at the size of one.
 """
 
 from __future__ import annotations
@@ -43,8 +45,23 @@ def _normalised(value):
     return sorted(value) if isinstance(value, list) else value
 
 
-def soup_adapters(sources: list[str | Path], out_dir: str | Path) -> Path:
-    """Write to `out_dir` one LoRA adapter whose delta is the mean of the sources' deltas."""
+def truncate_lora(b: torch.Tensor, a: torch.Tensor, rank: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Factors (B', A') of rank `rank` whose product is the best approximation of B @ A.
+
+    Never forms the (out, in) matrix: QR of both factors leaves an (r, r) core to decompose.
+    """
+    qb, rb = torch.linalg.qr(b.double())
+    qa, ra = torch.linalg.qr(a.double().T)
+    u, s, vh = torch.linalg.svd(rb @ ra.T)
+    root = s[:rank].sqrt()
+    return (qb @ u[:, :rank] * root).float(), (root[:, None] * vh[:rank] @ qa.T).float()
+
+
+def soup_adapters(sources: list[str | Path], out_dir: str | Path, rank: int | None = None) -> Path:
+    """Write to `out_dir` one LoRA adapter whose delta is the mean of the sources' deltas.
+
+    rank=None keeps it exact (rank = the sum of the sources' ranks); a smaller rank stores each
+    module's best approximation of that rank instead."""
     sources = [Path(s).expanduser() for s in sources]
     if len(sources) < 2:
         raise UniragError("a soup needs at least two adapters")
@@ -67,6 +84,9 @@ def soup_adapters(sources: list[str | Path], out_dir: str | Path) -> Path:
     for source, t in zip(sources[1:], tensors[1:]):
         if sorted(t) != keys:
             raise UniragError(f"{source} has other weight names than {sources[0]}")
+    full_rank = k * configs[0]["r"]
+    if rank is not None and not 1 <= rank <= full_rank:
+        raise UniragError(f"rank must be between 1 and {full_rank} (the sum of the sources' ranks)")
     merged = {}
     for key in keys:
         parts = [t[key].float() for t in tensors]
@@ -76,22 +96,31 @@ def soup_adapters(sources: list[str | Path], out_dir: str | Path) -> Path:
             merged[key] = torch.cat(parts, dim=1) / k
         else:
             raise UniragError(f"{sources[0]}: unexpected weight {key} (not a LoRA factor)")
-        merged[key] = merged[key].to(tensors[0][key].dtype).contiguous()
+    if rank is not None and rank < full_rank:
+        for key_a in [key for key in keys if ".lora_A." in key]:
+            key_b = key_a.replace(".lora_A.", ".lora_B.")
+            merged[key_b], merged[key_a] = truncate_lora(merged[key_b], merged[key_a], rank)
+    merged = {key: value.to(tensors[0][key].dtype).contiguous() for key, value in merged.items()}
+    new_rank = rank or full_rank
 
     out_dir = Path(out_dir).expanduser()
     tmp = out_dir.with_name(f".{out_dir.name}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     save_file(merged, tmp / "adapter_model.safetensors", metadata={"format": "pt"})
-    config = dict(configs[0], r=k * configs[0]["r"], lora_alpha=k * configs[0]["lora_alpha"])
+    scale = configs[0]["lora_alpha"] / configs[0]["r"]  # s = alpha / r, kept
+    alpha = scale * new_rank
+    config = dict(configs[0], r=new_rank, lora_alpha=int(alpha) if alpha.is_integer() else alpha)
     (tmp / "adapter_config.json").write_text(json.dumps(config, indent=2))
-    info = dict(infos[0], soup=[{"adapter": str(s), "seed": i.get("config", {}).get("seed")}
-                                for s, i in zip(sources, infos)])
+    info = dict(infos[0], soup={"rank": new_rank, "exact": new_rank == full_rank,
+                                "sources": [{"adapter": str(s), "seed": i.get("config", {}).get("seed")}
+                                            for s, i in zip(sources, infos)]})
     info.pop("name", None)
     (tmp / UNIRAG_JSON).write_text(json.dumps(info, indent=2))
     (tmp / "README.md").write_text(
-        f"# {out_dir.name}\n\nThe exact average (uniform soup) of {k} LoRA adapters, as one LoRA of rank "
-        f"{config['r']}:\n\n" + "".join(f"- `{s}`\n" for s in sources))
+        f"# {out_dir.name}\n\nThe {'exact average' if new_rank == full_rank else f'rank-{new_rank} SVD of the average'}"
+        f" (uniform soup) of {k} LoRA adapters, as one LoRA of rank {new_rank}:\n\n"
+        + "".join(f"- `{s}`\n" for s in sources))
     shutil.rmtree(out_dir, ignore_errors=True)
     tmp.rename(out_dir)
     return out_dir
