@@ -27,6 +27,7 @@ import torch
 from .errors import UniragError
 from .hardware import resolve_precision
 from .prefix_cache import PrefixCache, static_copy
+from .split_head import head_logits
 
 if TYPE_CHECKING:
     from .doc_cache import ChunkedPrefill, ChunkedPrompt, ChunkKVCache
@@ -388,8 +389,9 @@ class UniModel:
 
     def _next_token_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """The LM head on the last position, in the head's own precision, as the model's forward
-        computes it (with Gemma-style soft-capping where the config has it)."""
-        logits = self._lm_head(hidden[0, -1].to(self._lm_head.weight.dtype))
+        computes it (with Gemma-style soft-capping where the config has it), its rows split over
+        threads (unirag/split_head.py: the same logits, faster on CPU)."""
+        logits = head_logits(self._lm_head, hidden[0, -1].to(self._lm_head.weight.dtype))
         cap = getattr(self.model.config, "final_logit_softcapping", None)
         return torch.tanh(logits / cap) * cap if cap else logits
 
