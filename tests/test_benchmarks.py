@@ -175,3 +175,13 @@ def test_decode_linear_kernels_count_every_weight_once(decode):
     assert ms > 0 and nbytes == 4 * (2 * per_layer + 100 * 32)  # + the LM head once
     model.model.layers[0].mlp.down_proj.weight.data = model.model.layers[0].mlp.down_proj.weight.data.bfloat16()
     assert decode.linear_kernels_ms(model, repeats=1)[1] == nbytes - 2 * 32 * 64  # bf16 counts 2 bytes
+
+
+def test_lm_head_kernels_time_every_variant():
+    import torch
+
+    lm_head = load("lm_head")
+    head = torch.nn.Linear(32, 256, bias=False)
+    ms = lm_head.head_kernel_ms(head, repeats=1)
+    assert set(ms) == {"fp32 head(vector)", "fp32 split_head.head_logits", "bf16 copy (not used by unirag)"}
+    assert all(v > 0 for v in ms.values())

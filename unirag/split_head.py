@@ -2,53 +2,40 @@
 
 Why: for one token the head is a matrix-vector product over the whole vocabulary (SmolLM2:
 49152 x 576, 113 MB in fp32, a third of the bytes a decode step reads). On the 2-core test
-machine PyTorch's fp32 kernel for it ran on one thread: 7.2 ms (15.8 GB/s) with one thread or
-two, while a plain read of memory reaches 36-41 GB/s. Each logit is its own dot product, so
-computing blocks of rows on separate threads gives the same logits bit for bit (tested, with
-blocks aligned to 64 rows) in
-3.8 ms there (docs/PERFORMANCE.md, section 2).
+machine PyTorch's fp32 kernel for it runs on one thread: 7.2 ms (15.8 GB/s) with one thread or
+two, while a plain read of memory reaches 36-41 GB/s. Viewing the rows as a batch of blocks and
+running the same one-row product per block as a `bmm` puts the blocks on torch's own threads:
+3.8 ms, and the same logits bit for bit (each block meets the kernel as a one-row product, as
+the whole matrix did; tested). A Python thread pool did as well in isolation but not inside a
+decode step, where it fights torch's worker threads for the cores (docs/PERFORMANCE.md, section 2).
 """
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 import torch
-import torch.nn.functional as F
 
 MAX_PARTS = 8
-# Blocks start at multiples of ALIGN rows, so each row meets the kernel's blocking as in the
-# full matrix: with arbitrary cuts (e.g. 502 + 501 rows) the last bits of some logits differed.
+# Blocks are whole multiples of ALIGN rows, so each row meets the kernel's blocking as in the
+# full matrix (a tail block of another size may round differently).
 ALIGN = 64
-_pools: dict[int, ThreadPoolExecutor] = {}
 
 
-def _pool(workers: int) -> ThreadPoolExecutor:
-    if workers not in _pools:
-        _pools[workers] = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="unirag-head")
-    return _pools[workers]
-
-
-def _linear(vector: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    with torch.inference_mode():  # grad mode is per thread: the caller's does not reach here
-        return F.linear(vector, weight, bias)
+def _parts_for(rows: int, wanted: int) -> int:
+    """The most blocks, at most `wanted`, that cut `rows` into equal multiples of ALIGN (1: none)."""
+    return next((p for p in range(wanted, 1, -1) if rows % (p * ALIGN) == 0), 1)
 
 
 def head_logits(head: torch.nn.Linear, vector: torch.Tensor, parts: int | None = None) -> torch.Tensor:
-    """`head(vector)` for a 1-D `vector`, computed in `parts` row blocks on as many threads
-    (default: torch's thread count, at most MAX_PARTS). Only fp32 heads on the CPU are split
-    (the kernel measured single-threaded); anything else runs `head(vector)` as is."""
-    parts = min(torch.get_num_threads(), MAX_PARTS) if parts is None else parts
+    """`head(vector)` for a 1-D `vector`, as a batch of `parts` row blocks (default: torch's
+    thread count, at most MAX_PARTS). Only a bias-free contiguous fp32 head on the CPU is split
+    (the kernel measured single-threaded there); anything else runs `head(vector)` as is."""
     weight = head.weight
-    if parts < 2 or vector.dim() != 1 or weight.device.type != "cpu" or weight.dtype != torch.float32:
+    if (vector.dim() != 1 or head.bias is not None or weight.device.type != "cpu"
+            or weight.dtype != torch.float32 or not weight.is_contiguous()):
         return head(vector)
     rows = weight.shape[0]
-    cuts = sorted({min(rows, round(rows * i / parts / ALIGN) * ALIGN) for i in range(parts + 1)} | {0, rows})
-    sizes = [b - a for a, b in zip(cuts, cuts[1:]) if b > a]
-    if len(sizes) < 2:
+    parts = _parts_for(rows, min(torch.get_num_threads(), MAX_PARTS) if parts is None else parts)
+    if parts < 2:
         return head(vector)
-    weights = weight.split(sizes)
-    biases = head.bias.split(sizes) if head.bias is not None else [None] * len(weights)
-    pending = [_pool(len(weights) - 1).submit(_linear, vector, w, b) for w, b in zip(weights[1:], biases[1:])]
-    first = _linear(vector, weights[0], biases[0])
-    return torch.cat([first, *(p.result() for p in pending)])
+    blocks = weight.view(parts, rows // parts, weight.shape[1])
+    return torch.bmm(vector.expand(parts, 1, -1), blocks.transpose(1, 2)).reshape(rows)
