@@ -46,6 +46,9 @@ def test_soup_refuses_adapters_that_do_not_match(tmp_path, tiny_model_dir):
     with pytest.raises(UniragError, match="does not exist"):
         soup_adapters([a, tmp_path / "missing"], tmp_path / "soup")
     assert not (tmp_path / "soup").exists()
+    with pytest.raises(UniragError, match="already exists"):  # never overwrites (or deletes) a folder
+        soup_adapters([a, a], b)
+    assert (b / "adapter_model.safetensors").is_file()
 
 
 def test_truncated_factors_are_the_best_low_rank_approximation():

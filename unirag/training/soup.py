@@ -63,8 +63,11 @@ def soup_adapters(sources: list[str | Path], out_dir: str | Path, rank: int | No
     rank=None keeps it exact (rank = the sum of the sources' ranks); a smaller rank stores each
     module's best approximation of that rank instead."""
     sources = [Path(s).expanduser() for s in sources]
+    out_dir = Path(out_dir).expanduser()
     if len(sources) < 2:
         raise UniragError("a soup needs at least two adapters")
+    if out_dir.exists():
+        raise UniragError(f"{out_dir} already exists; choose a new folder for the soup")
     infos = [read_adapter_info(s) for s in sources]
     configs = [_config(s) for s in sources]
     for source, config in zip(sources[1:], configs[1:]):
@@ -103,7 +106,6 @@ def soup_adapters(sources: list[str | Path], out_dir: str | Path, rank: int | No
     merged = {key: value.to(tensors[0][key].dtype).contiguous() for key, value in merged.items()}
     new_rank = rank or full_rank
 
-    out_dir = Path(out_dir).expanduser()
     tmp = out_dir.with_name(f".{out_dir.name}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -121,6 +123,5 @@ def soup_adapters(sources: list[str | Path], out_dir: str | Path, rank: int | No
         f"# {out_dir.name}\n\nThe {'exact average' if new_rank == full_rank else f'rank-{new_rank} SVD of the average'}"
         f" (uniform soup) of {k} LoRA adapters, as one LoRA of rank {new_rank}:\n\n"
         + "".join(f"- `{s}`\n" for s in sources))
-    shutil.rmtree(out_dir, ignore_errors=True)
     tmp.rename(out_dir)
     return out_dir
