@@ -185,3 +185,16 @@ def test_lm_head_kernels_time_every_variant():
     ms = lm_head.head_kernel_ms(head, repeats=1)
     assert set(ms) == {"fp32 head(vector)", "fp32 split_head.head_logits", "bf16 copy (not used by unirag)"}
     assert all(v > 0 for v in ms.values())
+
+
+def test_gemv_kernels_count_weight_bytes():
+    import torch
+
+    gemv = load("gemv_kernels")
+    weights, nbytes = gemv.dense([(4, 8), (2, 8)], torch.bfloat16)
+    assert nbytes == (32 + 16) * 2
+    weights, nbytes = gemv.int8([(4, 8)])
+    assert nbytes == 32 + 4 * 2  # int8 values + one bf16 scale per row
+    x = [torch.randn(1, 8, dtype=torch.bfloat16)]
+    ms, gbs = gemv.pass_gbs(weights, x, lambda w, x: torch._weight_int8pack_mm(x, w[0], w[1]), nbytes, 1)
+    assert ms > 0 and gbs > 0
