@@ -25,6 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_common import machine_info, markdown_table, timed_median, write_json  # noqa: E402
+from decode import read_bandwidth_gbs  # noqa: E402
 
 LAYER = [(576, 576), (192, 576), (192, 576), (576, 576), (1536, 576), (1536, 576), (576, 1536)]
 FUSED = [(960, 576), (576, 576), (3072, 576), (576, 1536)]
@@ -82,10 +83,7 @@ def main() -> None:
     import torch.nn.functional as F
 
     threads = torch.get_num_threads()
-    src = torch.ones(512 * 1024 * 1024 // 4)
-    seconds, _ = timed_median(lambda: src.sum(), args.repeats)
-    read_gbs = src.numel() * 4 / seconds / 1e9
-    del src
+    read_gbs = read_bandwidth_gbs(512, args.repeats)
     print(f"read bandwidth (sum over 512 MiB): {read_gbs:.1f} GB/s; {threads} threads", flush=True)
 
     shapes = LAYER * LAYERS

@@ -49,6 +49,10 @@ def test_soup_refuses_adapters_that_do_not_match(tmp_path, tiny_model_dir):
     with pytest.raises(UniragError, match="already exists"):  # never overwrites (or deletes) a folder
         soup_adapters([a, a], b)
     assert (b / "adapter_model.safetensors").is_file()
+    config = json.loads((b / "adapter_config.json").read_text())
+    (b / "adapter_config.json").write_text(json.dumps(dict(config, use_rslora=True)))
+    with pytest.raises(UniragError, match="use_rslora"):  # scale alpha / sqrt(r): not averaged here
+        soup_adapters([b, b], tmp_path / "soup")
 
 
 def test_truncated_factors_are_the_best_low_rank_approximation():

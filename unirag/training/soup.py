@@ -26,14 +26,16 @@ from safetensors.torch import load_file, save_file
 from ..adapters import UNIRAG_JSON, read_adapter_info
 from ..errors import UniragError
 
-# Settings that must agree for deltas to be averaged as one LoRA.
-_SAME = ("r", "lora_alpha", "target_modules", "use_rslora", "use_dora", "peft_type", "modules_to_save")
+# Settings that must agree for deltas to be averaged as one LoRA (the rest are refused by _config).
+_SAME = ("r", "lora_alpha", "target_modules")
 
 
 def _config(path: Path) -> dict:
     config = json.loads((path / "adapter_config.json").read_text())
     if config.get("peft_type") != "LORA" or config.get("use_dora"):
         raise UniragError(f"{path}: only plain LoRA adapters can be averaged (peft_type LORA, no DoRA)")
+    if config.get("use_rslora"):  # its scale is alpha / sqrt(r): the rank change below assumes alpha / r
+        raise UniragError(f"{path}: rank-stabilised LoRA (use_rslora) is not supported")
     if config.get("rank_pattern") or config.get("alpha_pattern"):
         raise UniragError(f"{path}: per-module ranks or alphas are not supported")
     if config.get("modules_to_save"):
