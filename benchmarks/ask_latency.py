@@ -1,27 +1,19 @@
-"""`ask` latency on a real collection: no reuse vs query-prefix reuse vs document-side reuse.
+"""`ask` latency on a real collection, per answer mode, end to end through the one ask flow.
 
-Why: the latency a user feels is retrieval plus the answer's first visible words, not a
-micro-benchmark. For each of a fixed list of questions (the first `--n` of the Rust-book dev set)
-this runs exactly what `unirag ask` runs (hybrid retrieval with the default rerank, `fit`, the
-streamed `answer` with its loop stop and attribution) and times, from the question:
+Why: the latency a user feels is retrieval plus the answer's first visible words. For each of a
+fixed list of questions (the first `--n` of a question set) this runs `unirag.rag.ask.ask`, what
+`unirag ask` runs, and times from the question:
 
-- retrieve: the search (question embedding, Chroma, BM25, rerank);
 - first text: when the first piece of the answer reaches the caller (what `ask` prints first);
 - total: the whole answer.
 
-Modes, each over the same questions:
-- none: `search()` then `answer()`, no cache;
-- prefix: `search(keep_cache=True)` and `answer(prefix=...)`: the embedding pass's KV cache is
-  reused where the prompt starts with the embedded tokens (the reused token count is reported:
-  with a chat template that opens with a system turn it is 0, see `rag/pipeline.py`);
-- doc cold / doc warm: `answer(chunk_cache=...)` with an empty `ChunkKVCache`, then the same
-  questions again with the cache the first pass filled (APPROXIMATE reuse: outputs can differ;
-  the number of answers token-identical to "none" is reported).
-- compiled (with `--compile`): as none, on a second UniModel over the same module with
-  `compile_decode=True`; its compile happens in an untimed warm-up question.
+Variants (`--variants`, the names `unirag eval rag --variants` takes; unirag/evaluation/rag.py):
+"chunks" generates from the three whole chunks, as the flow did before evidence selection; the
+others quote evidence and/or generate from it. Each variant runs over the same questions, one
+after the other, in one process.
 
-    python benchmarks/ask_latency.py --db runs/rust-db-v2 --collection rust-book [--n 20]
-        [--max-new-tokens 64] [--rerank 5] [--compile] [--output runs/bench/ask_latency.json]
+    python benchmarks/ask_latency.py --db runs/db --collection rust [--n 20]
+        [--variants chunks,default] [--output runs/bench/ask_latency.json]
 """
 
 from __future__ import annotations
@@ -36,8 +28,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_common import machine_info, markdown_table, write_json  # noqa: E402
 
-HEADERS = ("mode", "questions", "p50 retrieve s", "p50 first text s", "p95 first text s", "p50 total s",
-           "p95 total s", "reused prompt tokens", "same answer as none")
+HEADERS = ("variant", "questions", "p50 first text s", "p95 first text s", "p50 total s", "p95 total s",
+           "p50 total / first variant's")
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -46,38 +38,26 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, math.ceil(q / 100 * len(ordered)) - 1))]
 
 
-def one_ask(model, collection, question: str, args, mode: str, chunk_cache=None) -> dict:
-    from unirag.rag.pipeline import answer, fit, search
+def one_ask(model, collection, question: str, settings) -> dict:
+    from unirag.rag.ask import ask
 
     start = time.perf_counter()
-    found = search(model, collection, question, args.top_k, keep_cache=(mode == "prefix"), rerank=args.rerank)
-    retrieved = time.perf_counter() - start
-    hits, _ = fit(model, question, found.hits, max_new_tokens=args.max_new_tokens)
-    reused = 0
-    if found.prefix is not None:
-        from unirag.rag.pipeline import build_prompt
-
-        reused = model.reusable_prefix(found.prefix, model.prompt_ids(build_prompt(question, hits)))
-    first, pieces = None, []
-    for piece in answer(model, question, hits, max_new_tokens=args.max_new_tokens, stream=True,
-                        prefix=found.prefix, chunk_cache=chunk_cache):
-        if first is None:
+    result = ask(model, collection, question, settings)
+    first = None
+    for piece in result.stream():
+        if first is None and piece.strip():
             first = time.perf_counter() - start
-        pieces.append(piece)
     total = time.perf_counter() - start
-    return {"retrieve_s": retrieved, "first_text_s": first if first is not None else total, "total_s": total,
-            "reused_tokens": reused, "answer": "".join(pieces)}
+    return {"first_text_s": first if first is not None else total, "total_s": total, "answer": result.text}
 
 
-def summarise(mode: str, runs: list[dict], reference: list[dict] | None) -> dict:
+def summarise(variant: str, runs: list[dict], reference: list[dict] | None) -> dict:
     first = [r["first_text_s"] for r in runs]
     total = [r["total_s"] for r in runs]
-    same = sum(r["answer"] == ref["answer"] for r, ref in zip(runs, reference)) if reference else len(runs)
-    return {"mode": mode, "questions": len(runs),
-            "p50_retrieve_s": statistics.median(r["retrieve_s"] for r in runs),
+    ratio = statistics.median(total) / statistics.median(r["total_s"] for r in reference) if reference else 1.0
+    return {"variant": variant, "questions": len(runs),
             "p50_first_text_s": statistics.median(first), "p95_first_text_s": percentile(first, 95),
-            "p50_total_s": statistics.median(total), "p95_total_s": percentile(total, 95),
-            "reused_tokens": statistics.median(r["reused_tokens"] for r in runs), "same_as_none": same}
+            "p50_total_s": statistics.median(total), "p95_total_s": percentile(total, 95), "ratio": ratio}
 
 
 def main() -> None:
@@ -88,39 +68,25 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=20, help="the first N questions")
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--adapter", default="default")
-    parser.add_argument("--top-k", type=int, default=3)
-    parser.add_argument("--rerank", type=int, default=5)
-    parser.add_argument("--max-new-tokens", type=int, default=64)
-    parser.add_argument("--doc-cache-mb", type=float, default=512)
-    parser.add_argument("--compile", action="store_true", help="add the compiled-decode mode")
+    parser.add_argument("--variants", default="chunks,default")
     parser.add_argument("--output", default="runs/bench/ask_latency.json")
     args = parser.parse_args()
 
     from unirag import UniModel
-    from unirag.doc_cache import ChunkKVCache
-    from unirag.evaluation.rag import load_questions
+    from unirag.evaluation.rag import answer_variants, load_questions
     from unirag.rag.store import connect, open_collection
 
     model = UniModel.load(args.model, args.adapter)
     collection = open_collection(connect(args.db), args.collection, model)
     questions = [q.question for q in load_questions(args.questions)[:args.n]]
-    one_ask(model, collection, questions[0], args, "none")  # warm-up: BM25 index, first-call costs
-    runs: dict[str, list[dict]] = {}
-    cache = ChunkKVCache(args.doc_cache_mb)
-    models = {mode: model for mode in ("none", "prefix", "doc cold", "doc warm")}
-    if args.compile:
-        models["compiled"] = UniModel(model.model, model.tokenizer, model.name, info=model.info, compile_decode=True)
-        one_ask(models["compiled"], collection, questions[0], args, "none")  # compiles
-    for mode, runner in models.items():
-        chunk_cache = cache if mode.startswith("doc") else None
-        runs[mode] = [one_ask(runner, collection, q, args, mode, chunk_cache) for q in questions]
-        print(f"{mode}: done", flush=True)
-    rows = [summarise(mode, r, runs["none"] if mode != "none" else None) for mode, r in runs.items()]
-    print(markdown_table(HEADERS, [[r["mode"], r["questions"], r["p50_retrieve_s"], r["p50_first_text_s"],
-                                    r["p95_first_text_s"], r["p50_total_s"], r["p95_total_s"], r["reused_tokens"],
-                                    f"{r['same_as_none']}/{r['questions']}"] for r in rows]))
-    settings = {k: getattr(args, k) for k in ("db", "collection", "questions", "n", "top_k", "rerank",
-                                               "max_new_tokens", "doc_cache_mb", "compile")}
+    variants = answer_variants(args.variants)
+    one_ask(model, collection, questions[0], next(iter(variants.values())))  # warm-up: BM25 index, first calls
+    runs = {label: [one_ask(model, collection, q, settings) for q in questions] for label, settings in variants.items()}
+    first = next(iter(runs.values()))
+    rows = [summarise(label, r, first) for label, r in runs.items()]
+    print(markdown_table(HEADERS, [[r["variant"], r["questions"], r["p50_first_text_s"], r["p95_first_text_s"],
+                                    r["p50_total_s"], r["p95_total_s"], r["ratio"]] for r in rows]))
+    settings = {k: getattr(args, k) for k in ("db", "collection", "questions", "n", "variants")}
     path = write_json(args.output, {"machine": machine_info(), "model": model.name, "settings": settings,
                                     "rows": rows, "runs": runs})
     print(f"wrote {path}")

@@ -5,6 +5,11 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# One intra-op thread per test process (before torch is imported; set OMP_NUM_THREADS to override):
+# on a shared 2-core machine, OpenMP threads spinning against another busy process made the tiny
+# model's steps several times slower (test_trainer.py + test_unimodel.py: 116 s -> 24 s). No result
+# depends on it: the tiny model's 400-row LM head is never split over threads (split_head.py).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 @pytest.fixture(scope="session")

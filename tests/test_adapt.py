@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from unirag import UniModel, UniragError
 from unirag.cli import app
-from unirag.rag.adapt import adapt, domain_texts
+from unirag.training.adapt import adapt, domain_texts
 from unirag.rag.chunking import ChunkSettings
 
 SETTINGS = ChunkSettings(chunk_size=32, overlap=4)

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from apps.gradio_app import (EMPTY_COLLECTION, MAX_QUEUE, NO_SOURCES, build_app, launch, new_session,
-                             parse_auth, render_sources, safe_filename)
+from unirag.app import (EMPTY_COLLECTION, MAX_QUEUE, NO_SOURCES, build_app, launch, new_session,
+                        parse_auth, render_sources, safe_filename)
 from unirag.errors import UniragError
 from unirag.rag.chunking import ChunkSettings
 from unirag.rag.pipeline import Hit
@@ -130,7 +130,7 @@ def test_app_command_options_and_auth_check():
     import typer
     from typer.testing import CliRunner
 
-    from apps.gradio_app import app_command
+    from unirag.app import app_command
 
     cli = typer.Typer()
     cli.command("app")(app_command)
@@ -168,6 +168,7 @@ def server(tiny_model_dir, tmp_path_factory):
         demo.close()
 
 
+@pytest.mark.slow  # a live server
 @pytest.mark.timeout(120)
 def test_api_client_uploads_and_gets_a_complete_answer(server, tmp_path):
     from gradio_client import Client, handle_file
@@ -188,6 +189,7 @@ def test_api_client_uploads_and_gets_a_complete_answer(server, tmp_path):
     assert len(Client(url, verbose=False).predict(QUESTION, "api-docs", api_name="/ask")[0]) == 2  # others don't
 
 
+@pytest.mark.slow  # a live server
 @pytest.mark.timeout(120)
 def test_one_answer_at_a_time_and_busy_past_the_queue(tiny, tmp_path, monkeypatch):
     """Concurrency 1 on the answer event, max_queue waiting: one more gets 'Queue is full, try again'."""
@@ -243,6 +245,7 @@ def chrome():
     return webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options), profile
 
 
+@pytest.mark.slow  # a browser
 @pytest.mark.timeout(180)
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium "
                     "(apt-get install chromium chromium-driver)")

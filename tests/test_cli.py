@@ -37,6 +37,7 @@ def run_cli(*args):
     return subprocess.run([sys.executable, "-m", "unirag.cli", *args], capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow  # child processes
 def test_user_errors_are_one_line_without_traceback(tmp_path):
     result = run_cli("embed", "x", "--model", str(tmp_path))
     assert result.returncode == 1
@@ -94,3 +95,56 @@ def test_demo_rebuilds_its_own_collection_made_by_another_model(tiny_model_dir, 
     assert result.exit_code == 0, result.output
     assert "rebuilding 'unirag-demo'" in result.output and "1 added" in result.output
     assert store.connect(tmp_path / "db").get_collection("docs").count() == 1
+
+
+def test_only_unirags_own_warnings_reach_the_user(capsys):
+    """Library log records (bm25s logs "Building index from IDs objects" at DEBUG on a logger it
+    sets to DEBUG) never print mid-answer; unirag's own warnings do, as one prefixed line."""
+    import logging
+
+    from unirag.cli import configure_logging
+
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    root.handlers = []  # as in a fresh `unirag` process (pytest has put its own handlers here)
+    try:
+        configure_logging()
+        configure_logging()  # a second call (in-process tests run main() many times) adds nothing
+        assert len(root.handlers) == 1
+        bm25s = logging.getLogger("bm25s")
+        old = bm25s.level
+        bm25s.setLevel(logging.DEBUG)
+        bm25s.debug("Building index from IDs objects")
+        bm25s.warning("a library's warning")
+        bm25s.setLevel(old)
+        logging.getLogger("unirag").warning("1 of 1 texts were longer than max_length=8 tokens and were truncated")
+        logging.getLogger("unirag.rag").debug("not at debug")
+    finally:
+        root.handlers = handlers
+        root.setLevel(level)
+    assert capsys.readouterr().err == ("unirag: warning: 1 of 1 texts were longer than max_length=8 tokens "
+                                       "and were truncated\n")
+
+
+def test_python_dash_m_unirag_and_dir(monkeypatch, capsys):
+    import runpy
+
+    import unirag
+
+    monkeypatch.setattr(sys, "argv", ["unirag", "--help"])
+    runpy.run_module("unirag", run_name="__main__", alter_sys=False)
+    assert "Usage: unirag" in capsys.readouterr().out
+    assert {"UniModel", "POOLINGS", "load", "UniragError"} <= set(dir(unirag))
+
+
+def test_demo_documents_ship_in_the_package_and_answer_the_default_question():
+    from pathlib import Path
+
+    import unirag
+    from unirag.cli import SAMPLE_DOCS
+
+    assert SAMPLE_DOCS == Path(unirag.__file__).resolve().parent / "sample_docs"
+    pages = sorted(SAMPLE_DOCS.glob("*.md"))
+    assert 2 <= len(pages) <= 4
+    text = " ".join(" ".join(p.read_text().split()) for p in pages)
+    assert "unirag keeps a crashed ingest from leaving duplicates because each chunk id comes from" in text

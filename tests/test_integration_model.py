@@ -7,7 +7,7 @@ import shutil
 import numpy as np
 import pytest
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 TEXTS = ["The cat sat on the mat.", "Rust guarantees memory safety without a garbage collector.",
          "Paris is the capital of France.", "Hi"]
@@ -87,7 +87,7 @@ def test_bf16_autocast_stays_close_to_fp32(real_model):
 
 
 def test_demo_main_job_without_app(tmp_path):
-    """The README's main job, minus the blocking app: index docs/, answer with citations."""
+    """The README's main job, minus the blocking app: index the shipped sample docs, answer with citations."""
     from typer.testing import CliRunner
 
     from unirag.cli import app
@@ -95,3 +95,4 @@ def test_demo_main_job_without_app(tmp_path):
     result = CliRunner().invoke(app, ["demo", "--no-app", "--db", str(tmp_path / "db")])
     assert result.exit_code == 0, result.output
     assert "added" in result.output and "Sources:" in result.output and "[1] " in result.output
+    assert "[1] ingest.md" in result.output  # the page that answers the default question comes first

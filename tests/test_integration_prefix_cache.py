@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 SYSTEM = "Answer the question about the passage."
 DOCS = Path(__file__).resolve().parents[1] / "docs"

@@ -10,7 +10,7 @@ from unirag.errors import UniragError
 from unirag.rag import lexical, store
 from unirag.rag.chunking import ChunkSettings
 from unirag.rag.ingest import ingest as run_ingest
-from unirag.rag.pipeline import retrieve, search
+from unirag.rag.pipeline import retrieve
 
 SMALL = ChunkSettings(chunk_size=32, overlap=8)
 
@@ -64,12 +64,11 @@ def test_hybrid_keeps_the_keyword_match_and_dense_candidates(tiny, tmp_path):
     run_ingest(tiny, collection, docs, settings=SMALL, progress=False)
     question = "What does the borrow checker enforce?"
     dense = retrieve(tiny, collection, question, top_k=collection.count(), mode="dense")
-    hybrid = search(tiny, collection, question, top_k=3, keep_cache=True)
-    assert hybrid.hits[0].source == "borrow.md"  # BM25 rank 1 and somewhere in the dense ranking
-    assert len({h.id for h in hybrid.hits}) == 3
-    assert hybrid.prefix is not None  # the embedding pass's KV cache is still kept
+    hybrid = retrieve(tiny, collection, question, top_k=3)
+    assert hybrid[0].source == "borrow.md"  # BM25 rank 1 and somewhere in the dense ranking
+    assert len({h.id for h in hybrid}) == 3
     by_id = {h.id: h for h in dense}
-    assert all(h.text == by_id[h.id].text and h.source == by_id[h.id].source for h in hybrid.hits)
+    assert all(h.text == by_id[h.id].text and h.source == by_id[h.id].source for h in hybrid)
     assert all(-1.0 <= h.score <= 1.0001 for h in dense)
     with pytest.raises(UniragError, match="unknown retrieval mode"):
         retrieve(tiny, collection, question, mode="sparse")

@@ -193,6 +193,7 @@ DOCS = {
 
 
 @pytest.mark.integration
+@pytest.mark.slow
 def test_query_engine_answers_from_the_right_document(real_model, tmp_path):
     # The model's own pooling: eos with the shipped UniMAE adapter (the base model's eos state
     # ranked the Rust document first for the Eiffel and photosynthesis questions).

@@ -143,29 +143,3 @@ def test_embed_with_token_budget_equals_fixed_batches(tiny):
     assert all(rows * length <= 64 or rows == 1 for rows, length in calls) and len(calls) > 1
     assert sum(rows for rows, _ in calls) == len(texts)
     np.testing.assert_allclose(budgeted, tiny.embed(texts, batch_size=1), atol=1e-5)
-
-
-def test_search_keeps_the_question_pass_and_answer_takes_it(tiny, tmp_path):
-    from unirag.rag import store
-    from unirag.rag.chunking import ChunkSettings
-    from unirag.rag.ingest import ingest
-    from unirag.rag.pipeline import answer, build_prompt, fit, search
-
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    (docs / "a.md").write_text("# Cats\n\nThe cat sat on the mat.\n\n# Paris\n\nParis is the capital of France.\n")
-    (docs / "b.txt").write_text("Rust has ownership and borrowing. Loops can return values with break.")
-    collection = store.open_collection(store.connect(tmp_path / "db"), "docs", tiny, create=True)
-    ingest(tiny, collection, docs, settings=ChunkSettings(chunk_size=32, overlap=8))
-    question = "What is the capital of France?"
-
-    found = search(tiny, collection, question, top_k=2, keep_cache=True)
-    plain = search(tiny, collection, question, top_k=2)
-    assert [(h.id, round(h.score, 5)) for h in found.hits] == [(h.id, round(h.score, 5)) for h in plain.hits]
-    assert plain.prefix is None and found.prefix.ids[-1] == tiny.tokenizer.eos_token_id
-    hits, history = fit(tiny, question, found.hits, (), 16)
-    ids = tiny.prompt_ids(build_prompt(question, hits, history))
-    # the question is embedded as indexed (plain text); the prompt opens with the system turn
-    assert tiny.reusable_prefix(found.prefix, ids) == 0
-    kwargs = dict(max_new_tokens=16, stream=False)
-    assert answer(tiny, question, hits, **kwargs, prefix=found.prefix) == answer(tiny, question, hits, **kwargs)

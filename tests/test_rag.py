@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 from unirag.errors import UniragError
 from unirag.rag import store
 from unirag.rag.chunking import ChunkSettings, chunk_text, embed_text, markdown_title, split_sections
-from unirag.rag.cli import ask, chat, ingest, retrieve
+from unirag.rag_commands import ask, chat, ingest, retrieve
 from unirag.rag.ingest import PAUSE_ENV
 from unirag.rag.ingest import ingest as run_ingest
 from unirag.rag.pipeline import answer, build_prompt, citations, fit
@@ -286,20 +286,6 @@ def test_retrieve_with_hyde_searches_question_plus_hypothetical_passage(tiny, tm
         run_retrieve(tiny, collection, question, expand="rewrite")
 
 
-def test_answer_with_document_side_kv_reuse(tiny, tmp_path):
-    """chunk_cache: passages' K/V are stored on the first answer and reused by the next."""
-    from unirag.doc_cache import ChunkKVCache
-
-    collection = open_db(tiny, tmp_path / "db")
-    run_ingest(tiny, collection, write_docs(tmp_path / "docs"), settings=SMALL)
-    hits, _ = fit(tiny, "Where?", run_retrieve(tiny, collection, "capital of France", top_k=2), max_new_tokens=8)
-    cache = ChunkKVCache(max_mb=64)
-    first = answer(tiny, "Where?", hits, max_new_tokens=8, stream=False, chunk_cache=cache)
-    assert isinstance(first, str) and len(cache) == len(hits) and cache.misses == len(hits)
-    again = "".join(answer(tiny, "Where?", hits, max_new_tokens=8, stream=True, chunk_cache=cache))
-    assert again == first and cache.hits == len(hits)
-
-
 def test_cli_ingest_retrieve_ask_chat(tiny_model_dir, tmp_path):
     docs = write_docs(tmp_path / "docs")
     common = ["--model", str(tiny_model_dir), "--db", str(tmp_path / "db"), "--precision", "fp32"]
@@ -325,7 +311,7 @@ def test_cli_ingest_retrieve_ask_chat(tiny_model_dir, tmp_path):
     assert result.exit_code == 0, result.output
     assert "\nSources:\n[1] " in result.stdout and "\n[2] " in result.stdout
 
-    result = runner.invoke(app, ["chat", "-k", "1", "--max-new-tokens", "4", "--doc-cache-mb", "16", *common],
+    result = runner.invoke(app, ["chat", "-k", "1", "--max-new-tokens", "4", *common],
                            input="cats?\nand dogs?\n/exit\n")
     assert result.exit_code == 0, result.output
     assert result.stdout.count("unirag> ") == 2 and result.stdout.count("Sources:") == 2
@@ -337,7 +323,7 @@ def test_cli_ingest_retrieve_ask_chat(tiny_model_dir, tmp_path):
 
 
 # ---------------------------------------------------------------------- crash safety
-KILLABLE = "import typer; from unirag.rag.cli import ingest, retrieve; app = typer.Typer(); " \
+KILLABLE = "import typer; from unirag.rag_commands import ingest, retrieve; app = typer.Typer(); " \
            "app.command()(ingest); app.command()(retrieve); app()"
 
 
@@ -356,6 +342,7 @@ def _wait_for_lines(proc, marker: str, count: int, deadline: float) -> list[str]
     return seen
 
 
+@pytest.mark.slow  # a child process, killed
 def test_sigkill_mid_ingest_then_rerun_equals_one_clean_run(tiny, tiny_model_dir, tmp_path):
     from chromadb.api.client import SharedSystemClient
 
@@ -411,6 +398,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow  # a Chroma server process
 def test_chroma_server_over_http(tiny_model_dir, tmp_path):
     chroma = Path(sys.executable).parent / "chroma"
     if not chroma.exists():

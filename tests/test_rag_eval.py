@@ -119,13 +119,25 @@ def test_score_answer_reads_citation_markers():
     assert (s["cites"], s["cites_right"], s["says_unknown"]) == (0, 0, 1)
 
 
-def test_aggregate_averages_answer_scores_over_answered_questions():
-    rows = [{"hit@1": 1, "rr": 1.0, "answer_scores": {"cites": 1, "cites_right": 1, "says_unknown": 0}},
-            {"hit@1": 0, "rr": 0.5, "answer_scores": {"cites": 1, "cites_right": 0, "says_unknown": 0}},
-            {"hit@1": 0, "rr": 0.0}]
-    m = aggregate(rows, [], depths=[1])
-    assert (m["n_questions"], m["n_answers"], m["cites"], m["cites_right"]) == (3, 2, 1.0, 0.5)
-    assert "cites right %" in rag_results_markdown({"run": m})
+def test_answer_variants_parse_names_scorers_and_abstention():
+    variants = rag_eval.answer_variants("default,extractive@likelihood+rank,chunks,both@noabstain")
+    assert list(variants) == ["default", "extractive@likelihood+rank", "chunks", "both@noabstain"]
+    assert variants["extractive@likelihood+rank"].scorers == ("likelihood", "rank")
+    assert variants["chunks"].answer == "generated" and not variants["chunks"].focused
+    assert variants["both@noabstain"].abstain_below is None
+    with pytest.raises(UniragError, match="unknown answer variant"):
+        rag_eval.answer_variants("poem")
+    with pytest.raises(UniragError, match="unknown evidence scorer"):
+        rag_eval.answer_variants("extractive@magic")
+
+
+def test_load_questions_reads_keys(tmp_path):
+    path = tmp_path / "q.jsonl"
+    path.write_text('{"q": "Q?", "files": ["a.md"], "keys": ["break"]}\n{"q": "R?", "files": ["b.md"]}\n')
+    assert [q.keys for q in load_questions(path)] == [("break",), ()]
+    path.write_text('{"q": "Q?", "files": ["a.md"], "keys": [""]}\n')
+    with pytest.raises(UniragError, match="keys"):
+        load_questions(path)
 
 
 def write_tiny_docs(root: Path) -> Path:
@@ -141,7 +153,7 @@ def test_eval_rag_command_on_tiny_model(tiny_model_dir, tmp_path):
     docs = write_tiny_docs(tmp_path / "docs")
     questions = tmp_path / "q.jsonl"
     questions.write_text("\n".join(json.dumps(q) for q in [
-        {"q": "How does a loop return a value?", "files": ["loops.md"]},
+        {"q": "How does a loop return a value?", "files": ["loops.md"], "keys": ["break"]},
         {"q": "Where did the cat sit?", "files": ["cats.md"]},
         {"q": "What is the capital of France?", "files": ["paris.md"]},
     ]) + "\n")
@@ -165,11 +177,18 @@ def test_eval_rag_command_on_tiny_model(tiny_model_dir, tmp_path):
     assert "0 added, 0 changed, 0 removed, 3 unchanged" in again.output
     assert json.loads(out.read_text())["metrics"]["mrr"] == m["mrr"]
     answered = runner.invoke(eval_app, args + ["--answers", "1", "--answer-top-k", "2",
-                                                "--max-new-tokens", "8", "--doc-cache-mb", "16"])
+                                                "--variants", "extractive,generated@noabstain",
+                                                "--max-new-tokens", "8"])
     assert answered.exit_code == 0, answered.output
     record = json.loads(out.read_text())
-    assert record["metrics"]["n_answers"] == 1 and "cites" in record["metrics"]
-    assert isinstance(record["per_question"][0]["answer"], str) and "answer" not in record["per_question"][1]
+    scored = record["metrics"]["answers"]
+    assert list(scored) == ["extractive", "generated@noabstain"]
+    assert scored["extractive"]["n_answers"] == 1 and "cites" in scored["extractive"]
+    # the one document of three that says "break" is shown, and quoting it answers
+    assert scored["extractive"]["keys_shown"] == 1.0 and scored["extractive"]["key_correct"] == 1.0
+    first = record["per_question"][0]["answers"]
+    assert first["extractive"]["answer"].startswith("“") and "answers" not in record["per_question"][1]
+    assert "| extractive | 1 |" in answered.output
 
 
 def test_reference_minilm_ranks_the_same_chunks(tiny_model_dir, tmp_path):

@@ -103,6 +103,7 @@ def test_user_error_is_one_line(cli, tmp_path, case):
     assert status == code and says in line, (status, line)
 
 
+@pytest.mark.slow  # a child process
 def test_unknown_option_in_a_real_process(tmp_path):
     """The same through the installed entry point in a child process: status 2, one line."""
     script = Path(sys.executable).parent / "unirag"
@@ -231,7 +232,7 @@ def small_db(cli, model_dir: Path, tmp_path: Path) -> Path:
 
 
 def test_question_longer_than_the_context_window(cli, tiny, tiny_model_dir, tmp_path, caplog):
-    from apps.gradio_app import RagChat
+    from unirag.app import RagChat
 
     db = small_db(cli, tiny_model_dir, tmp_path)
     common = ["--db", db, "--model", tiny_model_dir, *TINY_ARGS]
@@ -315,6 +316,7 @@ time.sleep(120)
 """
 
 
+@pytest.mark.slow  # a child process holds the lock
 def test_locked_chroma_database(cli, tiny, tiny_model_dir, tmp_path, monkeypatch):
     db = small_db(cli, tiny_model_dir, tmp_path)
     monkeypatch.setattr(store, "LOCK_WAIT_S", 1.0)  # 10 s by default
@@ -405,6 +407,7 @@ def test_model_cache_crash_never_leaves_a_loadable_half(fake_registry_model, mon
     assert line.endswith(f"; delete the cache folder {target} to rebuild it")
 
 
+@pytest.mark.slow  # a child process
 def test_half_written_adapter_is_one_line_in_a_real_process(tiny_model_dir, tmp_path):
     """The whole stderr of `unirag embed --adapter <half-written adapter>`: one line, no library noise."""
     from test_loading import make_adapter
@@ -488,6 +491,7 @@ def _complete_checkpoints(folder: Path) -> list[int]:
                   if (p / "trainer_state.json").is_file())
 
 
+@pytest.mark.slow  # three `unirag train` processes, SIGINT and SIGKILL
 @pytest.mark.timeout(300)
 def test_training_survives_ctrl_c_and_sigkill_then_resumes_exactly(tiny_model_dir, tmp_path, one_torch_thread):
     """Ctrl-C stops after the step with a checkpoint; SIGKILL loses at most the steps since the
@@ -598,6 +602,7 @@ def text_of(message) -> str:
     return content if isinstance(content, str) else "".join(part.get("text", "") for part in content)
 
 
+@pytest.mark.slow  # a live server, 8 clients
 @pytest.mark.timeout(300)
 def test_eight_simultaneous_questions_through_the_app_api(tiny, tmp_path, one_torch_thread):
     """8 clients ask at once over HTTP on loopback; each gets its own complete answer, the one its
@@ -606,7 +611,7 @@ def test_eight_simultaneous_questions_through_the_app_api(tiny, tmp_path, one_to
 
     from gradio_client import Client
 
-    from apps.gradio_app import launch
+    from unirag.app import launch
     from unirag.rag.chunking import ChunkSettings
 
     demo = launch(tiny, port=free_port(), prevent_thread_lock=True, quiet=True, db=tmp_path / "db",
@@ -638,6 +643,7 @@ def test_eight_simultaneous_questions_through_the_app_api(tiny, tmp_path, one_to
         demo.close()
 
 
+@pytest.mark.slow  # a live server
 @pytest.mark.timeout(120)
 def test_busy_message_past_the_queue_limit_over_http(tiny, tmp_path, monkeypatch):
     """What a plain HTTP client gets when the queue is full: 503 and a one-line reason.
@@ -651,7 +657,7 @@ def test_busy_message_past_the_queue_limit_over_http(tiny, tmp_path, monkeypatch
     from gradio_client import Client
     from gradio_client.utils import Status
 
-    from apps.gradio_app import launch
+    from unirag.app import launch
 
     def slow_answer(*args, **kwargs):
         for word in ("slow ", "answer"):
@@ -691,7 +697,7 @@ def test_python_api_serves_concurrent_threads(tiny, tmp_path, one_torch_thread):
 
     import numpy as np
 
-    from apps.gradio_app import RagChat
+    from unirag.app import RagChat
     from unirag.rag.chunking import ChunkSettings
 
     rag = RagChat(tiny, db=tmp_path / "db", upload_dir=tmp_path / "uploads",
@@ -720,6 +726,7 @@ def _rss_mb() -> float:
         return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:")) / 1024
 
 
+@pytest.mark.slow  # a soak: repeated ingest and ask
 @pytest.mark.timeout(300)
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads VmRSS from /proc")
 def test_soak_repeated_ingest_and_ask_does_not_grow_memory(tiny, tmp_path, one_torch_thread):
@@ -735,7 +742,7 @@ def test_soak_repeated_ingest_and_ask_does_not_grow_memory(tiny, tmp_path, one_t
     import gc
     import statistics
 
-    from apps.gradio_app import RagChat
+    from unirag.app import RagChat
     from unirag.rag.chunking import ChunkSettings
     from unirag.rag.ingest import ingest
 
@@ -761,6 +768,7 @@ def test_soak_repeated_ingest_and_ask_does_not_grow_memory(tiny, tmp_path, one_t
     assert growth < 6.0, f"RSS grew {growth:.1f} MB between rounds 5-9 and 15-19: {[round(r) for r in rss]}"
 
 
+@pytest.mark.slow  # a live server
 @pytest.mark.timeout(120)
 def test_login_is_required_when_auth_is_set(tiny, tmp_path):
     import urllib.error
@@ -768,7 +776,7 @@ def test_login_is_required_when_auth_is_set(tiny, tmp_path):
 
     from gradio_client import Client
 
-    from apps.gradio_app import launch
+    from unirag.app import launch
 
     demo = launch(tiny, port=free_port(), prevent_thread_lock=True, quiet=True, db=tmp_path / "db",
                   upload_dir=tmp_path / "uploads", auth="ann:s3cret pass", **LOAD)
@@ -790,7 +798,7 @@ def test_login_is_required_when_auth_is_set(tiny, tmp_path):
 def test_app_binds_to_loopback_unless_told(tiny, tmp_path, monkeypatch, capsys):
     import gradio as gr
 
-    from apps.gradio_app import MAX_UPLOAD_MB, launch
+    from unirag.app import MAX_UPLOAD_MB, launch
 
     calls = []
     monkeypatch.setattr(gr.Blocks, "launch", lambda self, **kwargs: calls.append(kwargs))

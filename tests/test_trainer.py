@@ -222,3 +222,18 @@ def test_gem_objective_trains_and_embeds_at_the_summary_token(tiny_model_dir, co
     model = UniModel.load(str(tiny_model_dir), str(out), precision="fp32")
     assert model.embed_suffix_ids == info["embed_suffix_ids"]
     assert model.embed(CORPUS_LINES).shape == (len(CORPUS_LINES), 32)
+
+
+def test_recipes_ship_in_the_package_and_a_yaml_path_works(tmp_path):
+    from unirag.training.config import recipe_names
+
+    assert {"adapt", "cpu-quick", "domain", "paper", "simcse"} <= set(recipe_names())
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("steps: 7\nlr: 0.01\n")
+    config = load_config(str(mine), {"seed": "3"})
+    assert (config.steps, config.lr, config.seed, config.recipe) == (7, 0.01, 3, "mine")
+    with pytest.raises(UniragError, match="does not exist"):
+        load_config(str(tmp_path / "missing.yaml"))
+    with pytest.raises(UniragError, match="not a YAML mapping"):
+        (tmp_path / "list.yaml").write_text("- steps\n")
+        load_config(str(tmp_path / "list.yaml"))

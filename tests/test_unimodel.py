@@ -84,11 +84,12 @@ def test_greedy_generation_matches_transformers_generate(tiny):
     with torch.no_grad():
         reference = tiny.model.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
                                         max_new_tokens=12, do_sample=False, eos_token_id=list(tiny._stop_ids()),
-                                        pad_token_id=tiny._pad_id)
+                                        pad_token_id=tiny.pad_id)
     expected = [t for t in reference[0, len(ids):].tolist() if t not in tiny._stop_ids()]
     assert ours == expected[: len(ours)] and len(ours) == len(expected)
 
 
+@pytest.mark.slow  # torch.compile: tens of seconds on a cold compile cache
 def test_compiled_decode_makes_the_same_tokens(tiny_model_dir):
     """compile_decode only changes how generated tokens' steps run: greedy output, with and
     without a reused prefix, is the eager loop's."""

@@ -22,4 +22,9 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'unirag' has no attribute {name!r}")
 
 
+def __dir__() -> list[str]:
+    """The module's names plus the lazy ones, so `dir(unirag)` and completion list UniModel and POOLINGS."""
+    return sorted(set(globals()) | {"UniModel", "POOLINGS"})
+
+
 __all__ = ["DEFAULT_MODEL", "POOLINGS", "UniModel", "UniragError", "load", "__version__"]

@@ -17,12 +17,12 @@ from typing import Annotated, Optional
 
 import typer
 
-from .cli_options import DEFAULT_RERANK, AdapterOpt, CompileOpt, ModelOpt, PrecisionOpt, load_model
+from .cli_options import DEFAULT_ANSWER, DEFAULT_RERANK, AdapterOpt, AnswerOpt, CompileOpt, ModelOpt, PrecisionOpt, load_model
 
 from .errors import UniragError
 from .evaluation.cli import eval_app
-from .rag.cli import adapt, ask, chat, ingest, retrieve
-from apps.gradio_app import app_command
+from .rag_commands import adapt, ask, chat, ingest, retrieve
+from .app import app_command
 
 app = typer.Typer(
     name="unirag",
@@ -114,7 +114,7 @@ def train(
     ctx: typer.Context,
     data: Annotated[Path, typer.Option(help="A .txt (one document per line), .jsonl with `text`, a folder of .txt/.md, or a saved dataset.")],
     output: Annotated[Path, typer.Option(help="Folder for the adapter (checkpoints go in OUTPUT/checkpoints).")],
-    recipe: Annotated[str, typer.Option(help="A name in train/recipes (paper, cpu-quick, simcse, domain) or a YAML path.")] = "paper",
+    recipe: Annotated[str, typer.Option(help="A shipped recipe (paper, cpu-quick, simcse, domain, adapt) or the path of a YAML file.")] = "paper",
     model: ModelOpt = "smollm2-135m",
     init_adapter: Annotated[Optional[str], typer.Option(help="Continue from this adapter (e.g. SimCSE after UniMAE).")] = None,
     resume: Annotated[bool, typer.Option(help="Continue from the last checkpoint in OUTPUT.")] = False,
@@ -141,13 +141,14 @@ def export(
     typer.echo(f"unirag: merged model written to {out} (see {out / 'SERVING.md'})")
 
 
-SAMPLE_DOCS = Path(__file__).resolve().parents[1] / "docs"  # the project's own docs: the demo's corpus
+SAMPLE_DOCS = Path(__file__).resolve().parent / "sample_docs"  # package data: short guide pages about unirag
 DEMO_COLLECTION = "unirag-demo"  # its own name, so the demo never touches a user's "docs" collection
 
 
 @app.command()
 def demo(
-    docs: Annotated[Path, typer.Option(help="Folder of sample documents to index.")] = SAMPLE_DOCS,
+    docs: Annotated[Path, typer.Option(help="Folder of sample documents to index.",
+                                       show_default="the guide pages shipped in unirag/sample_docs")] = SAMPLE_DOCS,
     question: Annotated[str, typer.Option(help="A first question to answer before the app opens.")] =
         "How does unirag keep a crashed ingest from leaving duplicates?",
     model: ModelOpt = "smollm2-135m",
@@ -155,15 +156,18 @@ def demo(
     db: Annotated[Path, typer.Option(help="Embedded Chroma folder.")] = Path(".unirag") / "chroma",
     open_app: Annotated[bool, typer.Option("--app/--no-app", help="Open the chat app at the end.")] = True,
     port: int = 7860,
-    max_new_tokens: Annotated[int, typer.Option(min=1, help="Longest answer, in tokens.")] = 200,
+    answer: AnswerOpt = DEFAULT_ANSWER,
+    max_new_tokens: Annotated[int, typer.Option(min=1, help="Longest generated answer, in tokens.")] = 64,
 ):
     """The main job on the embedded defaults: index sample docs, answer a question, open the chat app.
 
     One model is loaded once and used for all three steps.
     """
+    from .rag.ask import AskSettings, ask
     from .rag.ingest import ingest as run_ingest
-    from .rag.pipeline import answer, citations, fit, retrieve
     from .rag.store import connect, delete_collection, open_collection
+
+    settings = AskSettings(rerank=DEFAULT_RERANK, answer=answer, max_new_tokens=max_new_tokens)
 
     uni = load_model(model, adapter)
     typer.echo(f"unirag demo: {uni.name} (one {type(uni.model).__name__} embeds and generates)")
@@ -175,22 +179,22 @@ def demo(
         delete_collection(client, DEMO_COLLECTION)
         collection = open_collection(client, DEMO_COLLECTION, uni, create=True)
     typer.echo(run_ingest(uni, collection, docs, progress=True).report())
-    hits, history = fit(uni, question, retrieve(uni, collection, question, top_k=3, rerank=DEFAULT_RERANK), (),
-                        max_new_tokens)
+    result = ask(uni, collection, question, settings)
     typer.echo(f"\nQ: {question}\nA: ", nl=False)
-    for piece in answer(uni, question, hits, history, max_new_tokens=max_new_tokens):
+    for piece in result.stream():
         typer.echo(piece, nl=False)
-    typer.echo("\n\nSources:\n" + "\n".join(citations(hits)))
+    typer.echo("\n\nSources:\n" + "\n".join(result.citations))
     if open_app:
-        from apps.gradio_app import launch
+        from .app import launch
 
         typer.echo(f"\nunirag demo: chat app on http://127.0.0.1:{port} (Ctrl-C stops it)")
-        launch(uni, port=port, db=db, collection=DEMO_COLLECTION, rerank=DEFAULT_RERANK)
+        launch(uni, port=port, db=db, collection=DEMO_COLLECTION, rerank=DEFAULT_RERANK, answer=answer,
+               max_new_tokens=max_new_tokens)
 
 
 def main() -> None:
     """Entry point: run the app, turning user errors into one clean line."""
-    logging.basicConfig(level=logging.WARNING, format="unirag: warning: %(message)s")
+    configure_logging()
     warnings.filterwarnings("ignore", category=FutureWarning)  # libraries' deprecation notes are not for users
     try:
         from transformers.utils import logging as hf_logging
@@ -231,6 +235,31 @@ def main() -> None:
         if status == 130:
             typer.echo("unirag: interrupted", err=True)
         raise SystemExit(status)
+
+
+class _LevelPrefix(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return f"unirag: {record.levelname.lower()}: {record.getMessage()}"
+
+
+def configure_logging() -> None:
+    """Show unirag's own warnings on stderr as `unirag: warning: ...`, and nothing from libraries.
+
+    Libraries log progress and internals (bm25s sets its logger to DEBUG and logs "Building index
+    from IDs objects" for every BM25 index): none of that is for the user, and printed mid-answer it
+    reads as a unirag warning. So the one handler takes records of the `unirag` logger tree at
+    WARNING and above only. Where a program or test runner has configured logging already, it is
+    left as it is.
+    """
+    root = logging.getLogger()
+    if root.handlers:
+        return
+    handler = logging.StreamHandler()  # stderr, beside the progress bars
+    handler.setLevel(logging.WARNING)
+    handler.addFilter(logging.Filter("unirag"))  # "unirag" and "unirag.*" records only
+    handler.setFormatter(_LevelPrefix())
+    root.addHandler(handler)
+    root.setLevel(logging.WARNING)
 
 
 def _click_errors() -> tuple[type, type]:

@@ -12,14 +12,14 @@ AdapterOpt = Annotated[str, typer.Option(
 PrecisionOpt = Annotated[str, typer.Option(help="auto (bf16 only where the CPU has AMX/AVX512-BF16), fp32 or bf16.")]
 CompileOpt = Annotated[bool, typer.Option(
     "--compile/--no-compile", help="Run generation steps through torch.compile, after a one-time compile on the "
-    "first answer (tens of seconds). Across five runs on the project's CPU machine it ranged from 3% slower to "
-    "32% faster: measure yours.")]
+    "first answer. Whether it pays off depends on the machine: measure yours (docs/PERFORMANCE.md).")]
 RetrievalOpt = Annotated[str, typer.Option(
     "--retrieval", help="hybrid (EOS embeddings + BM25, fused by rank), dense (embeddings only) or lexical (BM25 only).")]
 # What the CLI and the app rerank by default (rag/rerank.py): on the Rust-book dev set, 5 fused
 # candidates scored as well as 10 at half the cost (docs/RESULTS.md). The Python API's default is
 # 0 (no rerank), so that `pipeline.retrieve` stays one embedding pass unless asked.
 DEFAULT_RERANK = 5
+DEFAULT_ANSWER = "extractive"  # rag/ask.py AskSettings.answer; docs/RESULTS.md measures the modes
 RerankOpt = Annotated[int, typer.Option(
     "--rerank", min=0, help="Reorder the first N retrieved chunks by how likely the same model finds the question "
     "after each (query likelihood, fused with the retrieval order; one forward pass per chunk). 0 = off.")]
@@ -35,3 +35,7 @@ def load_model(model: str, adapter: Optional[str] = "default", precision: str = 
     from .unimodel import UniModel
 
     return UniModel.load(model, adapter, precision=precision, max_length=max_length, compile_decode=compile_decode)
+
+AnswerOpt = Annotated[str, typer.Option(
+    "--answer", help="extractive: the best evidence sentences, quoted with [n]; generated: a short answer the model "
+    "writes from that evidence; both: the quotes, then the short answer (rag/ask.py).")]

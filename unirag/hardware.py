@@ -57,11 +57,11 @@ def tune_allocator() -> bool:
     """Keep freed tensor memory in the process instead of returning it to the kernel.
 
     By default glibc serves every allocation above ~128 KB-32 MB with a fresh mmap and unmaps it
-    on free, so each new activation tensor page-faults its memory in again. On this project's
-    2-core VM a training forward pass ran 3-5x slower that way (a first hand measurement;
-    benchmarks/cpu_basics.py repeats it). Raising the mmap threshold and never trimming lets the
-    heap reuse pages. The price is memory kept after a peak: a serving process embedding a batch
-    held 80-200 MiB more (benchmarks/memory.py), so only `train()` calls this, not an import.
+    on free, so each new activation tensor page-faults its memory in again, and a training forward
+    pass on CPU ran several times slower that way (benchmarks/cpu_basics.py measures it).
+    Raising the mmap threshold and never trimming lets the heap reuse pages. The price is memory
+    kept after a peak: a serving process embedding a batch held more (benchmarks/memory.py;
+    docs/PERFORMANCE.md section 4), so only `train()` calls this, not an import.
     Setting UNIRAG_NO_MALLOC_TUNING turns it off. Returns True if applied.
     """
     import ctypes

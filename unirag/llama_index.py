@@ -40,6 +40,8 @@ try:
     from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_validator
     from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_callback
     from llama_index.core.llms.custom import CustomLLM
+    from llama_index.core.postprocessor.types import BaseNodePostprocessor
+    from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 except ImportError as e:  # pragma: no cover - depends on the environment
     raise ImportError(
         "unirag.llama_index needs llama-index-core: pip install llama-index-core"
@@ -47,7 +49,7 @@ except ImportError as e:  # pragma: no cover - depends on the environment
 
 from .unimodel import POOLINGS, UniModel
 
-__all__ = ["UniEmbedding", "UniLLM"]
+__all__ = ["UniEmbedding", "UniEvidence", "UniLLM", "UniRerank"]
 
 # LlamaIndex roles -> the roles chat templates know
 _ROLE_MAP = {
@@ -283,3 +285,77 @@ class UniLLM(CustomLLM):
                 yield ChatResponse(message=ChatMessage(role=MessageRole.ASSISTANT, content=text), delta=piece)
 
         return gen()
+
+
+# -- node postprocessors: the ask flow's rerank and evidence selection, in LlamaIndex's terms
+def _as_hits(nodes: Sequence[NodeWithScore]) -> list:
+    from .rag.pipeline import Hit
+
+    return [Hit(n.node.node_id, float(n.score or 0.0), n.node.get_content(), str(n.node.metadata.get("source", "")),
+                str(n.node.metadata.get("heading", "")), dict(n.node.metadata)) for n in nodes]
+
+
+def _query(query_bundle: Optional[QueryBundle]) -> str:
+    if query_bundle is None or not query_bundle.query_str.strip():
+        raise ValueError("this postprocessor needs the query: call it with query_bundle or query_str")
+    return query_bundle.query_str
+
+
+class UniRerank(BaseNodePostprocessor):
+    """Reorder the first `top_n` nodes by the same model's query likelihood, fused with their
+    retrieval order: `unirag.rag.rerank.rerank`, what `unirag ask` runs."""
+
+    top_n: int = Field(default=5, description="How many leading nodes to rerank.")
+    _model: UniModel = PrivateAttr()
+
+    def __init__(self, model: UniModel, **kwargs: Any) -> None:
+        _check_model(model)
+        super().__init__(**kwargs)
+        self._model = model
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "UniRerank"
+
+    def _postprocess_nodes(self, nodes: list[NodeWithScore], query_bundle: Optional[QueryBundle] = None
+                           ) -> list[NodeWithScore]:
+        from .rag.rerank import rerank
+
+        by_id = {n.node.node_id: n for n in nodes}
+        ranked = rerank(self._model, _query(query_bundle), _as_hits(nodes), self.top_n)
+        return [NodeWithScore(node=by_id[hit.id].node, score=hit.score) for hit in ranked]
+
+
+class UniEvidence(BaseNodePostprocessor):
+    """Cut each node down to the sentences that answer the query (with one sentence of context on
+    each side), as `unirag ask` selects its evidence (`unirag.rag.evidence.select`); nodes with
+    no chosen sentence are dropped. A query engine then generates from a short, focused context."""
+
+    max_words: int = Field(default=54, description="Words of evidence kept over all nodes.")
+    _model: UniModel = PrivateAttr()
+
+    def __init__(self, model: UniModel, **kwargs: Any) -> None:
+        _check_model(model)
+        super().__init__(**kwargs)
+        self._model = model
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "UniEvidence"
+
+    def _postprocess_nodes(self, nodes: list[NodeWithScore], query_bundle: Optional[QueryBundle] = None
+                           ) -> list[NodeWithScore]:
+        from .rag.ask import focused_hits
+        from .rag.evidence import select
+
+        hits = _as_hits(nodes)
+        evidence = select(self._model, _query(query_bundle), hits, self.max_words)
+        best = {}
+        for span in evidence.spans:
+            best.setdefault(span.hit, span.score)
+        out = []
+        for i, hit in enumerate(focused_hits(hits, evidence.spans)):
+            if i in best:
+                node = TextNode(text=hit.text, metadata=dict(nodes[i].node.metadata), id_=nodes[i].node.node_id)
+                out.append(NodeWithScore(node=node, score=best[i]))
+        return out

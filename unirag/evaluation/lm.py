@@ -39,6 +39,7 @@ import numpy as np
 import torch
 
 from ..errors import UniragError
+from ..scoring import Pair, logits_at, loglikelihoods  # noqa: F401  (loglikelihoods: part of this module's API)
 from .files import check_file, read_jsonl
 
 # Task name -> file under the evaluation data folder (``.../data/eval``).
@@ -57,8 +58,6 @@ DEFAULT_WINDOW = 1024
 DEFAULT_STRIDE = 512
 # With ``limit`` and no ``limit_tokens``, run_lm_eval scores this many wikitext tokens per unit of limit.
 TOKENS_PER_LIMIT = 100
-
-Pair = tuple[list[int], list[int]]  # (context token ids, continuation token ids)
 
 
 # ----------------------------------------------------------------------------- tokenisation
@@ -92,66 +91,6 @@ def encode_pair(tokenizer: Any, context: str, continuation: str) -> Pair:
 
 
 # ----------------------------------------------------------------------------- scoring
-
-
-def _forward_positions(model: Any, ids: torch.Tensor, attention: torch.Tensor,
-                       rows: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-    """float32 logits at (row, position) pairs only: the LM head runs on the selected states only."""
-    lm_head = model.model.get_output_embeddings()
-    with model._lock, torch.inference_mode(), model._autocast():
-        states = model.hidden_states(ids.to(model.device), attention.to(model.device))
-        picked = states[rows.to(model.device), positions.to(model.device)]
-        logits = lm_head(picked)
-    return logits.float().cpu()
-
-
-def loglikelihoods(model: Any, pairs: Sequence[Pair], batch_size: int = 16,
-                   show_progress: bool = False) -> list[tuple[float, bool]]:
-    """For each (context ids, continuation ids): (sum of log p(continuation | context), is_greedy).
-
-    ``is_greedy`` is True when every continuation token is the argmax prediction. Pairs are sorted
-    longest first and run ``batch_size`` at a time, right-padded (with causal attention, padding
-    after the real tokens cannot change them). Like the harness, an input longer than the context
-    window keeps its last ``context_window + 1`` tokens.
-    """
-    max_len = int(model.context_window)
-    pad_id = model._pad_id
-    prepared = []  # (input ids, targets): input = (ctx + cont)[-(max_len+1):][:-1]
-    for ctx, cont in pairs:
-        if not cont:
-            prepared.append(([], []))
-            continue
-        full = (list(ctx) + list(cont))[-(max_len + 1):]
-        n_cont = min(len(cont), len(full) - 1)
-        prepared.append((full[:-1], full[len(full) - n_cont:]))
-    out: list[tuple[float, bool]] = [(0.0, True)] * len(pairs)  # an empty continuation scores 0
-    order = sorted((i for i, (inp, _) in enumerate(prepared) if inp), key=lambda i: -len(prepared[i][0]))
-    batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
-    if show_progress:
-        from tqdm.auto import tqdm
-
-        batches = tqdm(batches, desc="log-likelihood", unit="batch")
-    for batch in batches:
-        length = max(len(prepared[i][0]) for i in batch)
-        ids = torch.full((len(batch), length), pad_id, dtype=torch.long)
-        attention = torch.zeros((len(batch), length), dtype=torch.long)
-        rows, positions, targets, spans = [], [], [], []
-        for row, i in enumerate(batch):
-            inp, tgt = prepared[i]
-            ids[row, :len(inp)] = torch.tensor(inp)
-            attention[row, :len(inp)] = 1
-            start = len(inp) - len(tgt)  # logits at position p predict token p + 1
-            spans.append((len(targets), len(targets) + len(tgt)))
-            rows += [row] * len(tgt)
-            positions += range(start, len(inp))
-            targets += tgt
-        logits = _forward_positions(model, ids, attention, torch.tensor(rows), torch.tensor(positions))
-        target_t = torch.tensor(targets)
-        token_lp = torch.log_softmax(logits, dim=-1).gather(1, target_t[:, None])[:, 0]
-        greedy = logits.argmax(-1) == target_t
-        for i, (a, b) in zip(batch, spans):
-            out[i] = (float(token_lp[a:b].sum()), bool(greedy[a:b].all()))
-    return out
 
 
 def score_choices(lls: Sequence[float], choices: Sequence[str], label: int) -> tuple[float, float]:
@@ -225,7 +164,7 @@ def perplexity(model: Any, path: str | Path, max_length: int | None = None, stri
         first = max(prev_end, begin + 1)  # first token this window scores (token 0 is never scored)
         chunk = torch.tensor([ids[begin:end]])
         positions = torch.arange(first - 1 - begin, end - 1 - begin)
-        logits = _forward_positions(model, chunk, torch.ones_like(chunk), torch.zeros_like(positions), positions)
+        logits = logits_at(model, chunk, torch.ones_like(chunk), torch.zeros_like(positions), positions)
         targets = chunk[0, first - begin:end - begin]
         nll = -torch.log_softmax(logits, dim=-1).gather(1, targets[:, None])[:, 0]
         nll_sum += float(nll.double().sum())

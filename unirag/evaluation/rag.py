@@ -17,16 +17,15 @@ The aggregate (`aggregate`) is the mean of each score over questions, plus the p
 p90 of the wall-clock latency of one ``retrieve`` call (embedding the question + the Chroma
 query), timed after one untimed warm-up call.
 
-With ``answers=N`` the first N questions also get an answer through ``pipeline.answer`` (greedy,
-the prompt `ask` builds), scored by `score_answer`: ``cites`` (the answer has at least one valid
-``[n]`` marker), ``cites_right`` (one of its markers points at a chunk of a right file) and
-``says_unknown`` (it says the context lacks the answer). They are scored on the answer as `ask`
-prints it (with unirag's sentence attribution, `rag/attribution.py`) and, as ``model_cites`` /
-``model_cites_right``, on the model's own text before attribution. These measure citing, not
-whether the answer is true; read the answers (kept per question) for that.
+With ``answers=N`` the first N questions are also answered, by each answer variant, through
+``rag.ask.answer_hits`` (the flow ``ask`` runs) from their top ``answer_top_k`` chunks, and scored
+by ``evaluation.answers`` (key accuracy against the set's gold ``keys``, the ceiling retrieval
+leaves, degenerate answers, grounded sentences, abstentions, time to first text and total) and by
+`score_answer`: ``cites`` (at least one valid ``[n]`` marker), ``cites_right`` (a marker points at
+a chunk of a right file).
 
 Public API: ``Question``, ``load_questions``, ``score_ranking``, ``score_answer``, ``aggregate``,
-``depths_for``, ``run_rag_eval``, ``rag_results_markdown``.
+``depths_for``, ``answer_variants``, ``run_rag_eval``, ``rag_results_markdown``.
 """
 
 from __future__ import annotations
@@ -49,6 +48,7 @@ DEPTHS = (1, 3, 5)
 class Question:
     question: str
     files: tuple[str, ...]
+    keys: tuple[str, ...] = ()  # strings a correct answer contains (sets with gold answers)
 
 
 def load_questions(path: str | Path) -> list[Question]:
@@ -69,7 +69,10 @@ def load_questions(path: str | Path) -> list[Question]:
                 raise ValueError
         except (ValueError, AttributeError):
             raise UniragError(f'{path}:{n}: expected {{"q": "question", "files": ["file", ...]}}') from None
-        questions.append(Question(text, tuple(files)))
+        keys = item.get("keys") or ()
+        if not isinstance(keys, (list, tuple)) or not all(isinstance(k, str) and k for k in keys):
+            raise UniragError(f'{path}:{n}: "keys" must be a list of non-empty strings')
+        questions.append(Question(text, tuple(files), tuple(keys)))
     if not questions:
         raise UniragError(f"no questions in {path}")
     return questions
@@ -130,14 +133,6 @@ def aggregate(per_question: Sequence[Mapping[str, Any]], latencies_s: Sequence[f
     metrics: dict[str, Any] = {f"hit@{r}": sum(q[f"hit@{r}"] for q in per_question) / n for r in depths}
     metrics["mrr"] = sum(q["rr"] for q in per_question) / n
     metrics["n_questions"] = n
-    answered = [q["answer_scores"] for q in per_question if "answer_scores" in q]
-    if answered:
-        metrics["n_answers"] = len(answered)
-        for key in ("cites", "cites_right", "says_unknown"):
-            metrics[key] = sum(a[key] for a in answered) / len(answered)
-        own = [q["model_scores"] for q in per_question if "model_scores" in q]
-        for key in ("cites", "cites_right") if own else ():
-            metrics[f"model_{key}"] = sum(a[key] for a in own) / len(own)
     if latencies_s:
         ms = sorted(1000 * t for t in latencies_s)
         metrics["latency_ms_p50"] = statistics.median(ms)
@@ -145,19 +140,65 @@ def aggregate(per_question: Sequence[Mapping[str, Any]], latencies_s: Sequence[f
     return metrics
 
 
+SWITCHES = {"noabstain": {"abstain_below": None}, "norepeat": {"no_repeat_ngram": 4},
+            "penalty": {"repetition_penalty": 1.2}}
+
+
+def answer_variants(names: str | Sequence[str]) -> dict[str, Any]:
+    """AskSettings per variant name: "default" (what `ask` does), "extractive", "generated"
+    (short, from the evidence), "both", or "chunks" (generated from the whole chunks with the
+    general prompt, as before evidence selection). A suffix "@s1+s2" picks the evidence scorers
+    (`rag/evidence.py`), "@noabstain" turns abstention off, "@norepeat" bans repeated 4-grams of
+    generated tokens and "@penalty" applies a repetition penalty of 1.2, so each lever is measured
+    alone."""
+    from dataclasses import replace
+
+    from ..rag.ask import AskSettings
+    from ..rag.evidence import SCORERS
+
+    base = AskSettings()
+    table = {"default": base, "extractive": replace(base, answer="extractive"),
+             "generated": replace(base, answer="generated"), "both": replace(base, answer="both"),
+             "chunks": replace(base, answer="generated", focused=False, max_new_tokens=160, abstain_below=None)}
+    names = [n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)
+    out = {}
+    for name in filter(None, names):
+        head, _, tail = name.partition("@")
+        if head not in table:
+            raise UniragError(f"unknown answer variant {head!r}; choose from {', '.join(table)}")
+        settings = table[head]
+        for part in filter(None, tail.split("@")) if tail else ():
+            if part in SWITCHES:
+                settings = replace(settings, **SWITCHES[part])
+                continue
+            scorers = tuple(part.split("+"))
+            if not set(scorers) <= set(SCORERS):
+                raise UniragError(f"unknown evidence scorer in {name!r}; choose from {', '.join(SCORERS)}")
+            settings = replace(settings, scorers=scorers)
+        out[name] = settings
+    return out
+
+
 def run_rag_eval(model, collection, questions: Sequence[Question], top_k: int = 5,
                  show_progress: bool = False, answers: int = 0, answer_top_k: int = 3,
-                 max_new_tokens: int = 160, mode: str = "hybrid", retriever=None,
-                 chunk_cache=None, rerank: int = 0, rerank_fusion: bool = True,
-                 expand: str = "none") -> dict[str, Any]:
+                 mode: str = "hybrid", retriever=None, rerank: int = 0, rerank_fusion: bool = True,
+                 expand: str = "none", variants: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Retrieve for every question with `pipeline.retrieve`; per-question rankings and the aggregate.
 
-    The first `answers` questions are also answered from their top `answer_top_k` chunks, as `ask` does.
-    `retriever(question, top_k) -> hits`, if given, replaces `pipeline.retrieve` (a reference encoder).
+    The first `answers` questions are also answered from their top `answer_top_k` chunks by each
+    of `variants` ({label: AskSettings}, default: `ask`'s own settings) through `rag.ask.answer_hits`,
+    the flow `ask` runs, and scored by `evaluation.answers` (keys, when the set has them) and
+    `score_answer` (citations). `retriever(question, top_k) -> hits`, if given, replaces
+    `pipeline.retrieve` (a reference encoder).
     """
+    from dataclasses import replace
+
     from tqdm.auto import tqdm
 
-    from ..rag.pipeline import answer, cite, fit, retrieve
+    from ..rag.ask import AskSettings, answer_hits
+    from ..rag.evidence import select
+    from ..rag.pipeline import fit, retrieve
+    from . import answers as answer_scores
 
     def ranked(question: str, k: int):
         return retriever(question, k) if retriever else retrieve(model, collection, question, k, mode, rerank, rerank_fusion,
@@ -175,37 +216,63 @@ def run_rag_eval(model, collection, questions: Sequence[Question], top_k: int = 
         rows.append({"q": q.question, "files": list(q.files), **score, "latency_ms": round(1000 * latencies[-1], 2),
                      "retrieved": [{"source": h.source, "heading": h.heading, "score": round(h.score, 4)}
                                    for h in hits]})
+    metrics = aggregate(rows, latencies, depths)
+    variants = dict(variants or {"default": AskSettings()})
+    per_variant: dict[str, list[dict[str, Any]]] = {label: [] for label in variants}
     for q, row, hits in zip(tqdm(questions[:answers], desc="answer", unit="question", disable=not show_progress),
                             rows, rankings):
         top = hits[:answer_top_k] if answer_top_k <= top_k else ranked(q.question, answer_top_k)
-        shown, _ = fit(model, q.question, top, max_new_tokens=max_new_tokens)
-        t0 = time.perf_counter()
-        raw = answer(model, q.question, shown, max_new_tokens=max_new_tokens, stream=False, chunk_cache=chunk_cache,
-                     attribute=False)
-        seconds = time.perf_counter() - t0
-        text = "".join(cite(raw, shown))  # what `ask` prints
-        sources = [h.source for h in shown]
-        row.update(answer=text, model_answer=raw, answer_s=round(seconds, 2),
-                   answer_scores=score_answer(text, sources, q.files),
-                   model_scores=score_answer(raw, sources, q.files))
-    return {"metrics": aggregate(rows, latencies, depths), "per_question": rows}
+        row["answers"] = {}
+        selected: dict[tuple, Any] = {}  # evidence shared by variants that select it alike
+        for label, settings in variants.items():
+            settings = replace(settings, top_k=answer_top_k)
+            key = (settings.scorers, settings.words, settings.max_new_tokens)
+            t0 = time.perf_counter()
+            evidence = None
+            if settings.needs_evidence and key in selected:
+                evidence, seconds = selected[key]
+                t0 -= seconds  # a variant that reuses the selection is still timed with it
+            elif settings.needs_evidence:
+                shown, _ = fit(model, q.question, top[:answer_top_k], (), settings.max_new_tokens)
+                if shown:
+                    evidence = select(model, q.question, shown, settings.words, settings.scorers)
+                selected[key] = (evidence, time.perf_counter() - t0)
+            result = answer_hits(model, q.question, top, settings, evidence=evidence)
+            first = None
+            for piece in result.stream():
+                if first is None and piece.strip():
+                    first = time.perf_counter() - t0
+            total = time.perf_counter() - t0
+            passages = [f"{h.label}\n{h.text}" for h in result.hits]
+            scored = {**answer_scores.score(result.text, q.keys, passages, result.looped),
+                      **score_answer(result.text, [h.source for h in result.hits], q.files),
+                      "first_text_s": round(first if first is not None else total, 3), "total_s": round(total, 3)}
+            row["answers"][label] = {"answer": result.text, **scored}
+            per_variant[label].append(scored)
+    if answers:
+        metrics["answers"] = {}
+        for label, scored in per_variant.items():
+            summary = answer_scores.summarize(scored)
+            summary["cites"] = sum(a["cites"] for a in scored) / len(scored)
+            summary["cites_right"] = sum(a["cites_right"] for a in scored) / len(scored)
+            metrics["answers"][label] = summary
+    return {"metrics": metrics, "per_question": rows}
 
 
 def rag_results_markdown(runs: Mapping[str, Mapping[str, Any]]) -> str:
-    """One row per run label (``{label: metrics}``): hit@r and MRR in %, p50 latency in ms."""
+    """One row per run label (``{label: metrics}``): hit@r and MRR in %, p50 latency in ms; then,
+    for runs that answered, one table of answer quality per variant (`evaluation.answers`)."""
+    from .answers import answers_markdown
+
     depths = sorted({int(k[4:]) for m in runs.values() for k in m if k.startswith("hit@")})
-    answers = any("n_answers" in m for m in runs.values())
     header = "| Run | Questions | " + " | ".join(f"hit@{r}" for r in depths) + " | MRR | p50 ms |"
-    keys = ("cites", "cites_right", "model_cites", "model_cites_right", "says_unknown")
-    header += (" Answers | cites % | cites right % | model cites % | model cites right % | says unknown % |"
-               if answers else "")
-    lines = [header, "|---|---:|" + "---:|" * (len(depths) + 2 + 6 * answers)]
+    lines = [header, "|---|---:|" + "---:|" * (len(depths) + 2)]
     for label, m in runs.items():
         cells = [f"{100 * m[f'hit@{r}']:.1f}" if f"hit@{r}" in m else "" for r in depths]
         latency = f"{m['latency_ms_p50']:.0f}" if "latency_ms_p50" in m else ""
-        line = f"| {label} | {m['n_questions']} | " + " | ".join(cells) + f" | {100 * m['mrr']:.1f} | {latency} |"
-        if answers:
-            line += (f" {m['n_answers']} | " + " | ".join(f"{100 * m[k]:.1f}" if k in m else "" for k in keys) + " |"
-                     if "n_answers" in m else " |" * 6)
-        lines.append(line)
-    return "\n".join(lines) + "\n"
+        lines.append(f"| {label} | {m['n_questions']} | " + " | ".join(cells) + f" | {100 * m['mrr']:.1f} | {latency} |")
+    table = "\n".join(lines) + "\n"
+    for label, m in runs.items():
+        if m.get("answers"):
+            table += f"\nAnswers ({label}):\n\n" + answers_markdown(m["answers"])
+    return table

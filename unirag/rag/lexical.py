@@ -7,8 +7,8 @@ two rankings costs one sparse lookup, no second model.
 The index is built from what the Chroma collection itself stores (each chunk's title, heading path
 and text), so it cannot drift from the vectors: it lives in memory, keyed by the collection and a
 digest of its chunk ids. Chunk ids change whenever a file's content changes (see
-`ingest.chunk_id`), so after any incremental ingest the next query rebuilds it (~1 s per 2,000
-chunks on 2 busy CPU cores). Nothing is written to disk.
+`ingest.chunk_id`), so after any incremental ingest the next query rebuilds it, in time that grows
+with the number of chunks. Nothing is written to disk.
 """
 
 from __future__ import annotations

@@ -14,16 +14,17 @@ one growing word and is not caught.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 WORD = re.compile(r"\S+")
 REPEAT_WORDS = 10
 MAX_HOLD = 120
 
 
-def until_repeat(pieces: Iterable[str], n: int = REPEAT_WORDS, max_hold: int = MAX_HOLD) -> Iterator[str]:
+def until_repeat(pieces: Iterable[str], n: int = REPEAT_WORDS, max_hold: int = MAX_HOLD,
+                 on_stop: Callable[[], None] | None = None) -> Iterator[str]:
     """Pass `pieces` through until some run of `n` whitespace-separated words occurs a second
-    time; then end, without the repeated run."""
+    time; then end, without the repeated run (calling `on_stop`, if given, when that happens)."""
     text = ""
     shown = 0                             # characters of `text` already yielded
     words: list[str] = []                 # complete words (a white-space character followed them)
@@ -39,6 +40,8 @@ def until_repeat(pieces: Iterable[str], n: int = REPEAT_WORDS, max_hold: int = M
             words.append(match.group())
             starts.append(match.start())
             if len(words) >= n and tuple(words[-n:]) in earlier:
+                if on_stop:
+                    on_stop()
                 if starts[-n] > shown:
                     yield text[shown:starts[-n]]
                 return

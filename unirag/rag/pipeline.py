@@ -10,24 +10,14 @@ from the context, cite [n], say so when the context lacks the answer), earlier c
 the numbered context blocks "[n] path > heading" and the question. `fit()` drops the oldest
 turns, then the lowest-ranked chunks, so the prompt plus the answer fit the model's context
 window; citations are numbered over exactly the chunks that were shown.
-
-Prefix reuse: `search(..., keep_cache=True)` keeps the KV cache of the pass that embedded the
-question and `answer(..., prefix=...)` hands it to `generate`, which reuses the longest run of
-leading token ids the two share. The question is embedded exactly as before (plain text + EOS,
-what the index was built for), so with a chat template that opens with a system turn (SmolLM2's
-always does) nothing matches and nothing is reused: embedding the question after the prompt's
-opening instead would make ~40 + question tokens reusable, but costs retrieval quality (on the
-40 rust-book dev questions, MRR 0.66 -> 0.49 and hit@5 0.88 -> 0.68 with this system prompt),
-for a saving of a few percent of a ~1,300-token prompt's prefill.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 from ..errors import UniragError
-from ..prefix_cache import PrefixCache
 from . import lexical, store
 from .attribution import cite_stream
 from .expand import EXPANSIONS, expand_query
@@ -66,25 +56,9 @@ class Hit:
         return line if len(line) <= 100 else line[:99] + "…"
 
 
-@dataclass
-class Retrieval:
-    """Retrieved chunks, and the KV cache of the pass that embedded the question (or None)."""
-
-    hits: list[Hit]
-    prefix: PrefixCache | None = None
-
-
 def retrieve(model, collection, question: str, top_k: int = 5, mode: str = "hybrid", rerank: int = 0,
              rerank_fusion: bool = True, expand: str = "none") -> list[Hit]:
-    """The top_k chunks for the question, best first."""
-    return search(model, collection, question, top_k, mode=mode, rerank=rerank, rerank_fusion=rerank_fusion,
-                  expand=expand).hits
-
-
-def search(model, collection, question: str, top_k: int = 5, keep_cache: bool = False,
-           mode: str = "hybrid", rerank: int = 0, rerank_fusion: bool = True, expand: str = "none") -> Retrieval:
-    """`retrieve`, and with keep_cache also the KV cache of the question's embedding pass (the
-    same vector either way), for `answer(..., prefix=...)`.
+    """The top_k chunks for the question, best first.
 
     mode "dense": nearest EOS embeddings. "lexical": BM25 over the same chunks (`lexical.py`).
     "hybrid" (default): the top CANDIDATES of each, fused by reciprocal rank.
@@ -107,16 +81,11 @@ def search(model, collection, question: str, top_k: int = 5, keep_cache: bool = 
     store.check_model(collection, model)
     count = collection.count()
     if count == 0:
-        return Retrieval([])
+        return []
     query = expand_query(model, question, expand)
     dense: list[Hit] = []
-    prefix = None
     if mode != "lexical":
-        pooling = store.collection_pooling(collection)
-        if keep_cache:
-            vector, prefix = model.embed_with_cache(query, pooling=pooling)
-        else:
-            vector = model.embed([query], pooling=pooling)[0]
+        vector = model.embed([query], pooling=store.collection_pooling(collection))[0]
         depth = max(top_k, rerank) if mode == "dense" else max(top_k, rerank, CANDIDATES)
         result = collection.query(query_embeddings=[vector], n_results=min(depth, count),
                                   include=["documents", "metadatas", "distances"])
@@ -137,7 +106,7 @@ def search(model, collection, question: str, top_k: int = 5, keep_cache: bool = 
         from .rerank import rerank as rerank_hits
 
         hits = rerank_hits(model, question, hits, rerank, fuse=rerank_fusion)
-    return Retrieval(hits[:top_k], prefix)
+    return hits[:top_k]
 
 
 def _hits(collection, ranked: Sequence[tuple[str, float]], known: dict[str, Hit]) -> list[Hit]:
@@ -154,9 +123,11 @@ def format_context(hits: Sequence[Hit]) -> str:
     return "\n\n".join(f"[{i}] {hit.label}\n{hit.text}" for i, hit in enumerate(hits, 1))
 
 
-def build_prompt(question: str, hits: Sequence[Hit], history: Sequence[Turn] = ()) -> list[dict[str, str]]:
-    """Chat messages: system rules, earlier turns, then the numbered context and the question."""
-    messages = [{"role": "system", "content": SYSTEM_PROMPT}]
+def build_prompt(question: str, hits: Sequence[Hit], history: Sequence[Turn] = (),
+                 system: str | None = None) -> list[dict[str, str]]:
+    """Chat messages: system rules (default SYSTEM_PROMPT), earlier turns, then the numbered
+    context and the question."""
+    messages = [{"role": "system", "content": system or SYSTEM_PROMPT}]
     for asked, answered in history:
         messages += [{"role": "user", "content": asked}, {"role": "assistant", "content": answered}]
     context = format_context(hits) if hits else "(no passages were found)"
@@ -191,33 +162,24 @@ def fit(model, question: str, hits: Sequence[Hit], history: Sequence[Turn] = (),
 
 def answer(model, question: str, hits: Sequence[Hit], history: Sequence[Turn] = (), *,
            max_new_tokens: int = 256, temperature: float = 0.0, stream: bool = True,
-           prefix: PrefixCache | None = None, chunk_cache=None, attribute: bool = True,
-           stop_repeats: bool = True) -> Iterator[str] | str:
+           attribute: bool = True,
+           stop_repeats: bool = True, system: str | None = None,
+           on_loop: Callable[[], None] | None = None, repetition=None) -> Iterator[str] | str:
     """Generate a grounded answer; with stream=True an iterator of text pieces.
 
     Call `fit()` first when you print citations, and pass its hits: then the numbers match.
-    `prefix` (`search(..., keep_cache=True).prefix`) is reused where the prompt starts with its ids.
-    `chunk_cache` (a `doc_cache.ChunkKVCache`) reuses each passage's keys and values computed
-    alone: faster for passages seen before, but APPROXIMATE (a passage did not attend to what
-    precedes it in the prompt), so answers can differ; off unless given. See docs/PERFORMANCE.md.
     With `attribute`, each sentence without a `[n]` of its own gets the number of the passage it
     shares the most words with (`attribution.py`): unirag's attribution, not the model's.
-    With `stop_repeats`, the answer ends where it starts repeating a run of words (`loops.py`).
+    With `stop_repeats`, the answer ends where it starts repeating a run of words (`loops.py`),
+    and `on_loop` (if given) is called when that happens. `repetition` (a
+    `decoding.RepetitionControl`) bans or penalises repeats of generated tokens.
     """
     hits, history = fit(model, question, hits, history, max_new_tokens)
-    messages = build_prompt(question, hits, history)
-    if chunk_cache is None:
-        pieces = model.generate(messages, max_new_tokens=max_new_tokens, temperature=temperature,
-                                stream=True, prefix=prefix)
-    else:
-        from ..doc_cache import split_prompt
-
-        prompt = split_prompt(model, messages, [hit.text for hit in hits])
-        ids, _ = model.generate_with_chunks(prompt, chunk_cache, max_new_tokens=max_new_tokens,
-                                            temperature=temperature)
-        pieces = model.text_pieces(ids)
+    messages = build_prompt(question, hits, history, system)
+    pieces = model.generate(messages, max_new_tokens=max_new_tokens, temperature=temperature, stream=True,
+                            repetition=repetition)
     if stop_repeats:
-        pieces = until_repeat(pieces)
+        pieces = until_repeat(pieces, on_stop=on_loop)
     if attribute and hits:
         pieces = cite(pieces, hits)
     return pieces if stream else "".join(pieces)

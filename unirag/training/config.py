@@ -1,18 +1,20 @@
 """Every training knob in one dataclass. Defaults equal the UniMAE paper; recipes only override.
 
-Recipes are YAML files in `train/recipes/` (e.g. `cpu-quick.yaml`) holding a subset of these
-fields; `--key value` on the command line overrides a recipe.
+Recipes are YAML files shipped in the package, `unirag/training/recipes/` (e.g. `cpu-quick.yaml`),
+holding a subset of these fields; `--recipe` also takes the path of a YAML file of your own, and
+`--key value` on the command line overrides a recipe.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 
 from ..errors import UniragError
 
-RECIPES_DIR = Path(__file__).resolve().parents[2] / "train" / "recipes"
+RECIPES = "recipes"  # package data of unirag.training: <name>.yaml per recipe
 OBJECTIVES = ("unimae", "simcse", "gem")
 ALL_LINEAR = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
@@ -119,18 +121,40 @@ def _coerce(name: str, value, current):
         raise UniragError(f"{name} takes a {type(current).__name__}, not {value!r}") from None
 
 
+def recipe_names() -> list[str]:
+    """The recipes shipped with unirag (`unirag/training/recipes/*.yaml`), sorted."""
+    folder = resources.files(__package__) / RECIPES
+    return sorted(p.name[:-len(".yaml")] for p in folder.iterdir() if p.name.endswith(".yaml"))
+
+
+def recipe_text(recipe: str) -> tuple[str, str]:
+    """(name, YAML text) of a shipped recipe by name, or of a YAML file by path.
+
+    A bare name ("cpu-quick") is a shipped recipe; anything with a suffix or a folder in it
+    ("mine.yaml", "./recipes/mine") is a file path.
+    """
+    path = Path(recipe).expanduser()
+    if path.suffix or "/" in recipe or "\\" in recipe:
+        if not path.is_file():
+            raise UniragError(f"recipe file {recipe} does not exist; pass a YAML file or one of the shipped "
+                              f"recipes: {', '.join(recipe_names())}")
+        return path.stem, path.read_text(encoding="utf-8")
+    shipped = resources.files(__package__) / RECIPES / f"{recipe}.yaml"
+    if not shipped.is_file():
+        raise UniragError(f"unknown recipe {recipe!r}; known recipes: {', '.join(recipe_names())} "
+                          "(or the path of a YAML file)")
+    return recipe, shipped.read_text(encoding="utf-8")
+
+
 def load_config(recipe: str = "paper", overrides: dict | None = None) -> TrainConfig:
-    """A recipe (name in train/recipes or a YAML path) plus overrides, validated."""
+    """A recipe (a name in unirag/training/recipes or a YAML path) plus overrides, validated."""
     import yaml
 
-    path = Path(recipe)
-    if not path.suffix:
-        path = RECIPES_DIR / f"{recipe}.yaml"
-    if not path.is_file():
-        known = ", ".join(sorted(p.stem for p in RECIPES_DIR.glob("*.yaml")))
-        raise UniragError(f"unknown recipe {recipe!r}; known recipes: {known}")
-    values = yaml.safe_load(path.read_text()) or {}
-    values.setdefault("recipe", path.stem)
+    name, text = recipe_text(recipe)
+    values = yaml.safe_load(text) or {}
+    if not isinstance(values, dict):
+        raise UniragError(f"recipe {recipe!r} is not a YAML mapping of training options")
+    values.setdefault("recipe", name)
     values.update(overrides or {})
     config = TrainConfig()
     fields = {f.name for f in dataclasses.fields(TrainConfig)}

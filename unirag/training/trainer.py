@@ -398,7 +398,7 @@ def train(config: TrainConfig, model: str, data: str, output: str, resume: bool 
     if not resume and ckpt_dir.is_dir() and any(ckpt_dir.glob("checkpoint-*")):
         raise UniragError(f"{out_dir} already has checkpoints; pass --resume to continue, or pick a new --output")
 
-    tune_allocator()  # 3-5x faster steps on CPU; training only, since it raises a server's RSS
+    tune_allocator()  # much faster steps on CPU; training only, since it raises a server's RSS
     torch.manual_seed(config.seed)
     base, tokenizer = load_base(model)
     mask_token, mask_id = choose_mask_token(tokenizer, config.mask_token)

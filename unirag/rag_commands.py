@@ -1,7 +1,10 @@
-"""`unirag ingest / retrieve / ask / chat`: plain typer command functions.
+"""`unirag ingest / adapt / retrieve / ask / chat`: the commands over the user's documents, as plain
+typer command functions.
 
 They are registered on the main app in `unirag/cli.py` (`app.command()(ingest)`), so this module
-holds no Typer app. Heavy imports (torch, chromadb) happen inside the commands, keeping
+holds no Typer app. It sits in the top (interface) layer beside `cli.py`: it may import
+`unirag.rag` and `unirag.training`, and nothing below imports it (pyproject.toml's import-linter
+contract). Heavy imports (torch, chromadb) happen inside the commands, keeping
 `unirag --help` fast. The model is loaded once per command and passed on as an object.
 """
 
@@ -13,13 +16,13 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..cli_options import (DEFAULT_RERANK, AdapterOpt, CompileOpt, ExpandOpt, ModelOpt, PrecisionOpt, RerankOpt, RetrievalOpt,
-                           load_model)
+from .cli_options import (DEFAULT_ANSWER, DEFAULT_RERANK, AdapterOpt, AnswerOpt, CompileOpt, ExpandOpt, ModelOpt,
+                           PrecisionOpt, RerankOpt, RetrievalOpt, load_model)
 
 DbOpt = Annotated[Path, typer.Option("--db", help="Folder of the embedded Chroma database.")]
 UrlOpt = Annotated[Optional[str], typer.Option("--chroma-url", envvar="UNIRAG_CHROMA_URL", help="Use a Chroma server (http://HOST:PORT, see `chroma run`) instead of --db.")]
 CollectionOpt = Annotated[str, typer.Option("--collection", "-c", help="Chroma collection name.")]
-TopKOpt = Annotated[int, typer.Option("--top-k", "-k", min=1, help="How many chunks to retrieve.")]
+TopKOpt = Annotated[int, typer.Option("--top-k", "-k", min=1, help="How many chunks to retrieve (and, for ask/chat, show and cite).")]
 MaxNewOpt = Annotated[int, typer.Option(help="Longest answer, in tokens.")]
 TemperatureOpt = Annotated[float, typer.Option(help="0 means greedy.")]
 DEFAULT_DB = Path(".unirag") / "chroma"
@@ -35,7 +38,7 @@ def _safe(text: str) -> str:
 def _check_question(question: str, command: str) -> None:
     """An empty question fails at once, before the model loads."""
     if not question.strip():
-        from ..errors import UniragError
+        from .errors import UniragError
 
         raise UniragError(f"the question is empty; pass it as text, e.g. unirag {command} "
                           '"How do I configure logging?"')
@@ -45,7 +48,7 @@ def _model_and_collection(db: Path, chroma_url: Optional[str], collection: str, 
                           precision: str, compile_decode: bool = False):
     """Open the existing database first (so a bad --db fails before the slow model load), then
     the model, then the collection (which checks that this model made its vectors)."""
-    from .store import connect, open_collection
+    from .rag.store import connect, open_collection
 
     client = connect(db, chroma_url, must_exist=True)
     uni = load_model(model, adapter, precision, compile_decode=compile_decode)
@@ -70,17 +73,17 @@ def ingest(
     max_files: Annotated[Optional[int], typer.Option(hidden=True, min=0, help="Process only the first N files.")] = None,
 ):
     """Index a folder into Chroma; re-runs embed only new or changed files and drop removed ones."""
-    from .chunking import ChunkSettings
-    from .ingest import ingest as run_ingest
-    from .ingest import scan
-    from .store import connect, delete_collection, open_collection
+    from .rag.chunking import ChunkSettings
+    from .rag.ingest import ingest as run_ingest
+    from .rag.ingest import scan
+    from .rag.store import connect, delete_collection, open_collection
 
     settings = ChunkSettings(chunk_size, chunk_overlap, embed_headings)
     scan(path)  # a missing path, an empty folder or a bad --db fails here, before the model loads
     client = connect(db, chroma_url)
     uni = load_model(model, adapter, precision)
     if chunk_size + 32 > uni.max_length:
-        from ..errors import UniragError
+        from .errors import UniragError
 
         raise UniragError(f"--chunk-size {chunk_size} leaves no room under the model's max_length {uni.max_length}")
     if reset:
@@ -98,14 +101,14 @@ def adapt(
     minutes: Annotated[float, typer.Option(min=0.1, help="Training time budget.")] = 10.0,
     model: ModelOpt = "smollm2-135m",
     adapter: Annotated[str, typer.Option("--adapter", "-a", help="Adapter to continue; 'default' = the shipped one.")] = "default",
-    recipe: Annotated[str, typer.Option(help="Training recipe (train/recipes) or a YAML path.")] = "adapt",
+    recipe: Annotated[str, typer.Option(help="A shipped recipe (unirag/training/recipes) or the path of a YAML file.")] = "adapt",
     chunk_size: Annotated[int, typer.Option(help="Tokens per chunk (use the value you will ingest with).")] = 256,
     chunk_overlap: Annotated[int, typer.Option(help="Tokens shared by consecutive chunks of a section.")] = 32,
     resume: Annotated[bool, typer.Option(help="Continue from the last checkpoint in OUTPUT.")] = False,
 ):
     """Adapt the model to your documents (UniMAE post-training, paper section 3.6), then ingest with --adapter OUTPUT."""
-    from .adapt import adapt as run_adapt
-    from .chunking import ChunkSettings
+    from .training.adapt import adapt as run_adapt
+    from .rag.chunking import ChunkSettings
 
     settings = ChunkSettings(chunk_size, chunk_overlap)
     out = run_adapt(model, path, output, minutes=minutes, adapter=adapter, recipe=recipe, settings=settings,
@@ -128,7 +131,7 @@ def retrieve(
     precision: PrecisionOpt = "auto",
 ):
     """Print the top-k chunks for a question (score, source, heading, first line), without generating."""
-    from .pipeline import retrieve as run_retrieve
+    from .rag.pipeline import retrieve as run_retrieve
 
     _check_question(question, "retrieve")
     uni, coll = _model_and_collection(db, chroma_url, collection, model, adapter, precision)
@@ -139,31 +142,30 @@ def retrieve(
         typer.echo(f"[{i}] {hit.score:.3f}  {_safe(hit.label)}\n      {_safe(hit.first_line)}")
 
 
-def _answer_and_cite(uni, coll, question: str, top_k: int, history, max_new_tokens: int,
-                     temperature: float, query: Optional[str] = None, retrieval: str = "hybrid",
-                     chunk_cache=None, rerank: int = 0, expand: str = "none") -> str:
-    """Retrieve, stream the answer, print the sources; returns the answer text."""
-    from .pipeline import answer, citations, fit
-    from .pipeline import retrieve as run_retrieve
+def _settings(top_k: int, retrieval: str, rerank: int, expand: str, answer_mode: str, max_new_tokens: int,
+              temperature: float):
+    from .rag.ask import AskSettings
 
-    hits = run_retrieve(uni, coll, query or question, top_k, retrieval, rerank, expand=expand)
-    hits, history = fit(uni, question, hits, history, max_new_tokens)
-    pieces = []
-    for piece in answer(uni, question, hits, history, max_new_tokens=max_new_tokens,
-                        temperature=temperature, stream=True, chunk_cache=chunk_cache):
-        pieces.append(piece)
+    return AskSettings(top_k=top_k, retrieval=retrieval, rerank=rerank, expand=expand, answer=answer_mode,
+                       max_new_tokens=max_new_tokens, temperature=temperature)
+
+
+def _answer_and_cite(uni, coll, question: str, settings, history=(), query: Optional[str] = None) -> str:
+    """Run the ask flow, stream the answer, print the sources; returns the answer text."""
+    from .rag.ask import ask as run_ask
+
+    result = run_ask(uni, coll, question, settings, history, query)
+    for piece in result.stream():
         typer.echo(_safe(piece), nl=False)
     typer.echo()
-    if hits:
-        typer.echo("\nSources:\n" + _safe("\n".join(citations(hits))))
-    else:
-        typer.echo("\n(no chunks were retrieved: the collection is empty)")
-    return "".join(pieces)
+    if result.hits:
+        typer.echo("\nSources:\n" + _safe("\n".join(result.citations)))
+    return result.text
 
 
 def ask(
     question: Annotated[str, typer.Argument(help="The question to answer from your documents.")],
-    top_k: TopKOpt = 5,
+    top_k: TopKOpt = 3,
     model: ModelOpt = "smollm2-135m",
     adapter: AdapterOpt = "default",
     db: DbOpt = DEFAULT_DB,
@@ -172,20 +174,21 @@ def ask(
     retrieval: RetrievalOpt = "hybrid",
     rerank: RerankOpt = DEFAULT_RERANK,
     expand: ExpandOpt = "none",
-    max_new_tokens: MaxNewOpt = 256,
+    answer: AnswerOpt = DEFAULT_ANSWER,
+    max_new_tokens: MaxNewOpt = 64,
     temperature: TemperatureOpt = 0.0,
     precision: PrecisionOpt = "auto",
     compile: CompileOpt = False,
 ):
-    """Answer a question from the indexed documents, streaming, with numbered citations."""
+    """Answer a question from the indexed documents: quoted evidence and/or a short answer, with citations."""
     _check_question(question, "ask")
+    settings = _settings(top_k, retrieval, rerank, expand, answer, max_new_tokens, temperature)
     uni, coll = _model_and_collection(db, chroma_url, collection, model, adapter, precision, compile)
-    _answer_and_cite(uni, coll, question, top_k, [], max_new_tokens, temperature, retrieval=retrieval, rerank=rerank,
-                     expand=expand)
+    _answer_and_cite(uni, coll, question, settings)
 
 
 def chat(
-    top_k: TopKOpt = 5,
+    top_k: TopKOpt = 3,
     model: ModelOpt = "smollm2-135m",
     adapter: AdapterOpt = "default",
     db: DbOpt = DEFAULT_DB,
@@ -194,24 +197,18 @@ def chat(
     retrieval: RetrievalOpt = "hybrid",
     rerank: RerankOpt = DEFAULT_RERANK,
     expand: ExpandOpt = "none",
-    max_new_tokens: MaxNewOpt = 256,
+    answer: AnswerOpt = DEFAULT_ANSWER,
+    max_new_tokens: MaxNewOpt = 64,
     temperature: TemperatureOpt = 0.0,
     precision: PrecisionOpt = "auto",
     compile: CompileOpt = False,
-    doc_cache_mb: Annotated[float, typer.Option(min=0, help="Keep passages' KV states (this many MB, LRU) and "
-                                                "reuse them in later answers: faster, but APPROXIMATE (answers can "
-                                                "differ; docs/PERFORMANCE.md). 0 = off.")] = 0.0,
 ):
     """Chat with your documents: each question retrieves afresh; earlier turns stay in the prompt."""
+    settings = _settings(top_k, retrieval, rerank, expand, answer, max_new_tokens, temperature)
     uni, coll = _model_and_collection(db, chroma_url, collection, model, adapter, precision, compile)
     typer.echo(f"unirag chat over {collection!r} ({coll.count()} chunks) with {uni.name}; "
                "an empty line, /exit or Ctrl-D quits.")
     history: list[tuple[str, str]] = []
-    chunk_cache = None
-    if doc_cache_mb > 0:
-        from ..doc_cache import ChunkKVCache
-
-        chunk_cache = ChunkKVCache(doc_cache_mb)
     while True:
         try:
             question = input("\nyou> ").strip()
@@ -222,6 +219,5 @@ def chat(
             break
         query = f"{history[-1][0]}\n{question}" if history else question  # follow-ups keep their topic
         typer.echo("unirag> ", nl=False)
-        reply = _answer_and_cite(uni, coll, question, top_k, history, max_new_tokens, temperature, query,
-                                 retrieval, chunk_cache, rerank, expand)
+        reply = _answer_and_cite(uni, coll, question, settings, history, query)
         history.append((question, reply))

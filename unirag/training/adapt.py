@@ -12,9 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import UniragError
-from .chunking import ChunkSettings, chunk_text, embed_text
-from .ingest import scan
-from .readers import DEFAULT_MAX_BYTES, Skipped, parse, read_bytes
+from ..rag.chunking import ChunkSettings, chunk_text, embed_text
+from ..rag.ingest import scan
+from ..rag.readers import DEFAULT_MAX_BYTES, Skipped, parse, read_bytes
 
 
 def domain_texts(root: str | Path, tokenizer, settings: ChunkSettings = ChunkSettings(),
@@ -43,8 +43,8 @@ def adapt(model: str, root: str | Path, output: str | Path, *, minutes: float, a
 
     from ..adapters import read_adapter_info
     from ..models import resolve_adapter, resolve_model
-    from ..training.config import load_config
-    from ..training.trainer import train
+    from .config import load_config
+    from .trainer import train
 
     init_adapter = resolve_adapter(model, adapter)
     if init_adapter:

@@ -1,1 +1,0 @@
-"""Applications built on unirag: `gradio_app` is the chat-over-documents web UI (`unirag app`)."""

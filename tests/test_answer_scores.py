@@ -1,0 +1,48 @@
+"""Answer scoring for `unirag eval rag --answers` (keys, degenerate, grounded, summary)."""
+
+from __future__ import annotations
+
+import pytest
+
+from unirag.evaluation.answers import (answers_markdown, degenerate, grounded_share, key_correct, score,
+                                       summarize)
+from unirag.rag.ask import NO_ANSWER
+
+
+@pytest.mark.parametrize("text, keys, expected", [
+    ("Use a `break` with a value.", ["break"], True),
+    ("Use a BREAK.", ["break"], True),                      # case-insensitive
+    ("Use a break.", ["break", "loop"], False),             # every key
+    ("break " + "word " * 60, ["break"], False),             # over 60 words, quotes included
+    ("", ["break"], False),
+])
+def test_key_correct(text, keys, expected):
+    assert key_correct(text, keys) is expected
+
+
+@pytest.mark.parametrize("text, looped, expected", [
+    ("", False, True), ("  [1] ", False, True), ("The answer is:", False, True), ("Answer:", False, True),
+    ("The answer is 42.", False, False), ("It loops and loops.", True, True), ("Fine.", False, False),
+])
+def test_degenerate(text, looped, expected):
+    assert degenerate(text, looped) is expected
+
+
+def test_grounded_share_counts_sentences_by_the_passage_they_cite():
+    passages = ["Loops return values with break expressions.", "Cats sit on mats."]
+    assert grounded_share("Loops return values with break [1]. Cats sit on mats [2].", passages) == 1.0
+    assert grounded_share("Loops return values with break [2].", passages) == 0.0   # wrong passage
+    assert grounded_share("Loops return values with break.", passages) == 0.0       # cites nothing
+    assert grounded_share(NO_ANSWER, passages) is None                              # abstention not counted
+
+
+def test_score_and_summary_table():
+    rows = [dict(score("“Loops return with break.” [1]", ["break"], ["Loops return with break."]),
+                 first_text_s=0.5, total_s=1.0),
+            dict(score(NO_ANSWER, ["dog"], ["Cats sit."]), first_text_s=0.2, total_s=0.2)]
+    assert rows[0]["key_correct"] == 1 and rows[0]["grounded"] == 1.0 and rows[1]["abstained"] == 1
+    m = summarize(rows)
+    assert m["key_correct"] == 0.5 and m["keys_shown"] == 0.5 and m["of_ceiling"] == 1.0 and m["abstained"] == 0.5
+    assert m["total_s_p50"] == 0.6
+    table = answers_markdown({"extractive": m})
+    assert "| extractive | 2 | 50.0 | 50.0 | 100.0 |" in table

@@ -1,0 +1,112 @@
+"""Evidence units, their selection with the (tiny) model, and the one ask flow on top of them."""
+
+from __future__ import annotations
+
+import pytest
+
+from unirag.errors import UniragError
+from unirag.rag.ask import NO_ANSWER, AskSettings, answer_hits, focused_hits, quote
+from unirag.rag.evidence import SCORERS, select
+from unirag.rag.pipeline import Hit
+from unirag.rag.sentences import split_units, word_count
+
+CHUNK = ("Loops can return values with break. The cat sat on the mat, e.g. on the red one.\n\n"
+         "- A list item here.\n- Another item.\n\n```rust\nlet x = loop { break 5; };\n```\n\n"
+         "## A heading\n\nParis is the capital of France.")
+
+
+def texts(text):
+    return [(text[u.start:u.end], u.code) for u in split_units(text)]
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("One. Two words here.", [("One.", False), ("Two words here.", False)]),
+    ("Use e.g. this one. Next.", [("Use e.g. this one.", False), ("Next.", False)]),
+    ("a hard-wrapped\nsentence goes on. End", [("a hard-wrapped\nsentence goes on.", False), ("End", False)]),
+    ("# Title\n\nBody.", [("Body.", False)]),
+    ("```\nfoo();\n\nbar();\n```\nAfter.", [("foo();", True), ("bar();", True), ("After.", False)]),
+    # a chunk cut from inside a code block: the side that looks like code is the fenced one
+    ("x = f(y); // z\n```\nProse follows here, as usual.", [("x = f(y); // z", True),
+                                                            ("Prose follows here, as usual.", False)]),
+    ("", []),
+])
+def test_split_units_table(text, expected):
+    assert texts(text) == expected
+
+
+def test_units_are_offsets_into_the_chunk_and_capped():
+    units = split_units(CHUNK)
+    assert [CHUNK[u.start:u.end] for u in units][:2] == ["Loops can return values with break.",
+                                                         "The cat sat on the mat, e.g. on the red one."]
+    assert ("let x = loop { break 5; };", True) in texts(CHUNK)
+    assert "A heading" not in " ".join(CHUNK[u.start:u.end] for u in units)
+    long = " ".join(["word"] * 90) + "."
+    pieces = split_units(long, max_words=40)
+    assert [word_count(long[u.start:u.end]) for u in pieces] == [30, 30, 30]
+
+
+def hits():
+    return [Hit("a", 0.9, CHUNK, "loops.md", "Loops"), Hit("b", 0.5, "The quick brown fox jumps over the lazy dog.",
+                                                               "fox.md", "")]
+
+
+@pytest.mark.parametrize("scorers", [("likelihood",), ("embedding",), ("answer",), ("lexical",), ("rank",),
+                                     SCORERS])
+def test_select_returns_spans_of_the_hits_within_the_budget(tiny, scorers):
+    ev = select(tiny, "How does a loop return a value?", hits(), max_words=12, scorers=scorers)
+    assert ev.spans and ev.words <= 12 or len(ev.spans) == 1
+    for span in ev.spans:
+        assert hits()[span.hit].text[span.start:span.end] == span.text
+    assert [s.score for s in ev.spans] == sorted((s.score for s in ev.spans), reverse=True)
+    assert isinstance(ev.relevance, float)
+
+
+def test_lexical_and_rank_pick_the_matching_sentence(tiny):
+    ev = select(tiny, "Which city is the capital of France?", hits(), max_words=6, scorers=("lexical",))
+    assert ev.spans[0].text == "Paris is the capital of France."
+
+
+def test_unknown_scorer_is_refused(tiny):
+    with pytest.raises(ValueError, match="unknown evidence scorer"):
+        select(tiny, "q?", hits(), scorers=("magic",))
+
+
+def test_focused_hits_keep_numbering_and_neighbours():
+    h = hits()
+    ev_span = next(u for u in split_units(CHUNK) if CHUNK[u.start:u.end].startswith("The cat"))
+    from unirag.rag.evidence import Span
+
+    focused = focused_hits(h, [Span(0, ev_span.start, ev_span.end, CHUNK[ev_span.start:ev_span.end])])
+    assert len(focused) == 2 and focused[1].text == ""
+    assert focused[0].text.startswith("Loops can return values with break. … The cat sat")
+    assert "Paris" not in focused[0].text
+
+
+@pytest.mark.parametrize("mode", ["extractive", "generated", "both"])
+def test_answer_modes(tiny, mode):
+    result = answer_hits(tiny, "How does a loop return a value?", hits(),
+                         AskSettings(answer=mode, max_new_tokens=4, evidence_words=10))
+    assert result.evidence.words <= 10 or len(result.evidence.spans) == 1
+    text = result.read()
+    assert result.hits and result.citations[0].startswith("[1] loops.md > Loops")
+    first = quote(result.evidence.spans[0])
+    assert (text.startswith(first)) == (mode != "generated")
+    assert ("In short:" in text) == (mode == "both")
+
+
+def test_abstains_below_the_threshold_and_still_shows_the_closest_quote(tiny):
+    result = answer_hits(tiny, "How does a loop return a value?", hits(), AskSettings(abstain_below=1e9, max_new_tokens=8))
+    text = result.read()
+    assert result.abstained and text.startswith(NO_ANSWER) and ("[1]" in text or "[2]" in text)
+
+
+def test_no_hits_says_so(tiny):
+    assert answer_hits(tiny, "Anything?", [], AskSettings(max_new_tokens=8)).read().startswith(NO_ANSWER)
+
+
+@pytest.mark.parametrize("kwargs, message", [({"answer": "poem"}, "unknown answer mode"),
+                                             ({"top_k": 0}, "--top-k"), ({"retrieval": "x"}, "unknown retrieval"),
+                                             ({"evidence_words": 0}, "--evidence-words")])
+def test_bad_settings_are_user_errors(kwargs, message):
+    with pytest.raises(UniragError, match=message):
+        AskSettings(**kwargs)

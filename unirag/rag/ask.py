@@ -1,0 +1,193 @@
+"""The ask flow, once: question -> retrieved chunks -> evidence -> answer text -> citations.
+
+`unirag ask`, `chat`, `demo`, the Gradio app, `unirag eval rag --answers` and the Python API all
+call `ask()` (or `answer_hits()` when they already hold the chunks); settings travel as one
+`AskSettings`.
+
+An answer has up to two parts, chosen by `AskSettings.answer`:
+- "extractive": the best evidence sentences (`evidence.py`), quoted with their `[n]`. Always
+  grounded: every word comes from a cited passage.
+- "generated": the model writes a short answer from the evidence (a focused context: the chosen
+  sentences with their neighbours, not whole chunks), ending where it starts repeating itself
+  and with `[n]` added to uncited sentences (`pipeline.answer`).
+- "both": the quotes first, then the generated sentence after "In short:".
+When the evidence explains the question too weakly (`relevance` under `abstain_below`), the answer
+is NO_ANSWER followed by the closest quote, so the user still sees what was found.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+
+from ..decoding import RepetitionControl
+from ..errors import UniragError
+from . import evidence as evidence_mod
+from .pipeline import RETRIEVAL_MODES, Hit, Turn, answer, citations, fit, retrieve
+
+ANSWER_MODES = ("extractive", "generated", "both")
+NO_ANSWER = "The documents don't say."
+# "both" quotes less, leaving room for its generated sentence within a short answer
+EVIDENCE_WORDS = {"extractive": evidence_mod.MAX_WORDS, "generated": evidence_mod.MAX_WORDS, "both": 30}
+ANSWER_SYSTEM = ("Answer the question in one short sentence, using only the evidence. "
+                 "If the evidence does not answer it, say: The documents don't say.")
+
+
+@dataclass(frozen=True)
+class AskSettings:
+    """Every knob of the ask flow, with the defaults `unirag ask`, the app and eval share."""
+
+    top_k: int = 3                 # chunks retrieved, shown and cited
+    retrieval: str = "hybrid"      # hybrid | dense | lexical
+    rerank: int = 5                # candidates the same model reranks (0 = off)
+    expand: str = "none"           # none | hyde
+    answer: str = "extractive"     # extractive | generated | both
+    evidence_words: int | None = None  # words of quoted evidence; None: per mode (EVIDENCE_WORDS)
+    scorers: tuple[str, ...] = evidence_mod.DEFAULT_SCORERS
+    abstain_below: float | None = None  # evidence relevance under which the answer is NO_ANSWER
+    max_new_tokens: int = 64
+    temperature: float = 0.0
+    no_repeat_ngram: int = 0       # generated tokens only (decoding.py)
+    repetition_penalty: float = 1.0
+    focused: bool = True           # generate from the evidence (True) or from the whole chunks
+
+    @property
+    def words(self) -> int:
+        """The evidence budget in words: `evidence_words`, or the answer mode's default."""
+        return self.evidence_words or EVIDENCE_WORDS[self.answer]
+
+    @property
+    def needs_evidence(self) -> bool:
+        """Whether the answer quotes, is generated from, or may abstain on the selected evidence."""
+        return self.answer != "generated" or self.focused or self.abstain_below is not None
+
+    def __post_init__(self):
+        if self.top_k < 1:
+            raise UniragError("--top-k must be at least 1")
+        if self.rerank < 0:
+            raise UniragError("--rerank must be 0 (off) or a number of candidates")
+        if self.retrieval not in RETRIEVAL_MODES:
+            raise UniragError(f"unknown retrieval mode {self.retrieval!r}; choose from {', '.join(RETRIEVAL_MODES)}")
+        if self.answer not in ANSWER_MODES:
+            raise UniragError(f"unknown answer mode {self.answer!r}; choose from {', '.join(ANSWER_MODES)}")
+        if self.evidence_words is not None and self.evidence_words < 1:
+            raise UniragError("--evidence-words must be at least 1")
+        if self.max_new_tokens < 1:
+            raise UniragError("--max-new-tokens must be at least 1")
+
+
+@dataclass
+class Answer:
+    """One answered question. Iterate it (or call `stream()`) for the text pieces; `text` holds
+    what has been streamed so far, the whole answer once the stream ends."""
+
+    question: str
+    hits: list[Hit]                    # the passages shown and cited, [1] first
+    evidence: evidence_mod.Evidence
+    abstained: bool
+    _pieces: Iterator[str] = field(repr=False, default=iter(()))
+    text: str = ""
+    looped: bool = False  # the generated part was cut where it started repeating itself
+
+    def stream(self) -> Iterator[str]:
+        for piece in self._pieces:
+            self.text += piece
+            yield piece
+
+    __iter__ = stream
+
+    def read(self) -> str:
+        """The whole answer (consumes the stream)."""
+        for _ in self.stream():
+            pass
+        return self.text
+
+    @property
+    def citations(self) -> list[str]:
+        return citations(self.hits)
+
+
+def quote(span: evidence_mod.Span) -> str:
+    """A span as it appears in an answer: its text on one line, in quotes, with its number."""
+    return f"“{' '.join(span.text.split())}” [{span.hit + 1}]"
+
+
+def focused_hits(hits: Sequence[Hit], spans: Sequence[evidence_mod.Span]) -> list[Hit]:
+    """The hits cut down to their chosen spans with one unit of text on each side, in document
+    order; the numbering (and so the citations) stays that of `hits`."""
+    from .sentences import split_units
+
+    out = list(hits)
+    for i, hit in enumerate(hits):
+        chosen = [s for s in spans if s.hit == i]
+        if not chosen:
+            out[i] = replace(hit, text="")
+            continue
+        units = split_units(hit.text)
+        keep = set()
+        for span in chosen:
+            j = next((k for k, u in enumerate(units) if u.start == span.start), None)
+            keep |= {j} if j is None else {max(j - 1, 0), j, min(j + 1, len(units) - 1)}
+        pieces = [" ".join(hit.text[u.start:u.end].split()) for k, u in enumerate(units) if k in keep]
+        out[i] = replace(hit, text=" … ".join(pieces))
+    return out
+
+
+def _generated(model, question: str, hits: list[Hit], spans, history, settings: AskSettings,
+               on_loop) -> Iterator[str]:
+    shown = focused_hits(hits, spans) if settings.focused and spans else hits
+    # passages left empty keep their number (so [n] still means hits[n-1]) but say nothing
+    shown = [h if h.text else replace(h, text="(not relevant)") for h in shown]
+    return answer(model, question, shown, history, max_new_tokens=settings.max_new_tokens,
+                  temperature=settings.temperature, stream=True,
+                  system=ANSWER_SYSTEM if settings.focused else None, on_loop=on_loop,
+                  repetition=RepetitionControl(settings.no_repeat_ngram, settings.repetition_penalty))
+
+
+def _pieces(model, question: str, hits: list[Hit], ev: evidence_mod.Evidence, abstained: bool,
+            history, settings: AskSettings, on_loop) -> Iterator[str]:
+    if not hits:
+        yield NO_ANSWER + " (No passages were found: the collection is empty.)"
+        return
+    if abstained:
+        yield NO_ANSWER
+        if ev.spans:
+            yield f" The closest passage: {quote(ev.spans[0])}"
+        return
+    if settings.answer in ("extractive", "both"):
+        yield "\n".join(quote(span) for span in ev.spans)
+    if settings.answer in ("generated", "both"):
+        if settings.answer == "both":
+            yield "\n\nIn short: "
+        yield from _generated(model, question, hits, ev.spans, history, settings, on_loop)
+
+
+def answer_hits(model, question: str, hits: Sequence[Hit], settings: AskSettings = AskSettings(),
+                history: Sequence[Turn] = (), evidence: evidence_mod.Evidence | None = None) -> Answer:
+    """The answer to `question` from these chunks (already retrieved), as `ask` gives it.
+
+    `evidence`, if given, is used instead of selecting it again (it must come from
+    `evidence.select` over the same hits with the same settings: evaluation shares it between
+    answer modes)."""
+    if not question.strip():
+        raise UniragError("the question is empty")
+    hits, history = fit(model, question, list(hits)[: settings.top_k], history, settings.max_new_tokens)
+    if evidence is None:
+        evidence = (evidence_mod.select(model, question, hits, settings.words, settings.scorers)
+                    if hits and settings.needs_evidence else evidence_mod.Evidence([], float("-inf")))
+    ev = evidence
+    abstained = bool(hits) and settings.abstain_below is not None and ev.relevance < settings.abstain_below
+    result = Answer(question, hits, ev, abstained)
+    result._pieces = _pieces(model, question, hits, ev, abstained, history, settings,
+                             on_loop=lambda: setattr(result, "looped", True))
+    return result
+
+
+def ask(model, collection, question: str, settings: AskSettings = AskSettings(),
+        history: Sequence[Turn] = (), query: str | None = None) -> Answer:
+    """Retrieve for `query` (default: the question) and answer `question` from what was found."""
+    if not question.strip():
+        raise UniragError("the question is empty")
+    hits = retrieve(model, collection, query or question, settings.top_k, settings.retrieval, settings.rerank,
+                    expand=settings.expand)
+    return answer_hits(model, question, hits, settings, history)

@@ -1,0 +1,177 @@
+"""Evidence selection: the few sentences of the retrieved chunks that answer the question.
+
+Why: a 135M-parameter model shown three whole chunks rarely uses the one sentence that answers;
+shown the right sentence, it can quote it. So the chunks are cut into units (prose sentences,
+code lines: `sentences.py`) and each unit is scored against the question with the same model:
+
+- "likelihood": query likelihood (UPR, as the rerank scores chunks) of the question after the
+  unit alone (measured better than after the unit with its neighbours: docs/RESULTS.md);
+- "embedding": cosine of the question's EOS embedding and the unit's;
+- "answer": how much more likely the model finds the unit as an answer after the question than
+  without it (pointwise mutual information; removes the bias towards generic, fluent text);
+- "lexical": content words shared with the question (stemmed; helps where words match), the
+  unit's own counted fully and its neighbours' at half weight;
+- "rank": the retrieval rank of the unit's chunk (a prior: the top chunk answers most often).
+
+The chosen scorers' rankings are fused by reciprocal rank (the fusion hybrid search uses), and
+units are taken best first until `max_words`, each counted with one word more for the "[n]" it
+will be quoted with. `relevance` is the best unit's query likelihood
+minus the question's likelihood after an empty passage: how much the evidence explains the
+question, comparable across questions, which is what abstention thresholds.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..scoring import PROMPT, loglikelihoods
+from .attribution import content_words
+from .sentences import Unit, split_units, word_count
+
+SCORERS = ("likelihood", "embedding", "answer", "lexical", "rank")
+# chosen on the two dev sets (docs/RESULTS.md): the model's scorers fused with the chunk's rank
+# beat the rank alone; "answer" and "lexical" added nothing there
+DEFAULT_SCORERS = ("likelihood", "embedding", "rank")
+FUSION_K = 10  # reciprocal-rank constant: small, since a question has tens of units, not thousands
+MAX_WORDS = 54  # with one "[n]" per quoted span, an extractive answer stays within 60 words
+MAX_UNIT_TOKENS = 48  # a unit scored as an answer is cut to this many tokens
+
+
+@dataclass(frozen=True)
+class Span:
+    """One evidence unit: hits[hit].text[start:end]; cited as [hit + 1]."""
+
+    hit: int
+    start: int
+    end: int
+    text: str
+    score: float = 0.0       # fused score (higher is better)
+    likelihood: float = 0.0  # mean log-probability of the question after this unit
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """The selected spans, best first, and how strongly the best one explains the question."""
+
+    spans: list[Span]
+    relevance: float  # best unit's likelihood minus the question's likelihood after an empty passage
+
+    @property
+    def words(self) -> int:
+        return sum(word_count(s.text) for s in self.spans)
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    hit: int
+    unit: Unit
+    text: str
+    window: str  # the unit with its neighbours
+    heading: str
+
+
+# markup with nothing to quote: HTML tags alone, mdBook includes, link reference definitions,
+# lines without a letter
+_MARKUP_ONLY = re.compile(r"^\s*(?:<[^>]*>\s*)+$|^\s*\{\{#.*\}\}\s*$|^\s*\[[^\]]+\]:\s*\S+\s*$|^[^A-Za-z]*$")
+
+
+def candidates(hits: Sequence) -> list[_Candidate]:
+    """Every unit of every hit, with the text around it; markup-only units are left out, and a
+    unit seen in a higher-ranked hit (chunks overlap) is kept there only."""
+    out, seen = [], set()
+    for i, hit in enumerate(hits):
+        units = split_units(hit.text)
+        for j, unit in enumerate(units):
+            text = hit.text[unit.start:unit.end]
+            key = " ".join(text.split())
+            if key in seen or _MARKUP_ONLY.match(text):
+                continue
+            seen.add(key)
+            lo, hi = units[max(j - 1, 0)].start, units[min(j + 1, len(units) - 1)].end
+            out.append(_Candidate(i, unit, text, hit.text[lo:hi], hit.heading))
+    return out
+
+
+def _ranks(values: Sequence[float]) -> np.ndarray:
+    """0 for the highest value; ties keep their order."""
+    order = sorted(range(len(values)), key=lambda i: -values[i])
+    ranks = np.empty(len(values))
+    ranks[order] = np.arange(len(values))
+    return ranks
+
+
+def _mean_logprobs(model, context_ids: list[int], continuations: Sequence[list[int]]) -> list[float]:
+    scores = loglikelihoods(model, [(context_ids, ids) for ids in continuations], batch_size=16)
+    return [total / max(len(ids), 1) for (total, _), ids in zip(scores, continuations)]
+
+
+def score(model, question: str, hits: Sequence, scorers: Sequence[str] = DEFAULT_SCORERS
+          ) -> tuple[list[_Candidate], dict[str, list[float]], float]:
+    """(candidates, {scorer: score per candidate}, question log-likelihood after an empty passage).
+
+    The likelihood is always computed: abstention reads it."""
+    unknown = set(scorers) - set(SCORERS)
+    if unknown:
+        raise ValueError(f"unknown evidence scorer(s) {sorted(unknown)}; choose from {SCORERS}")
+    cands = candidates(hits)
+    if not cands:
+        return [], {}, 0.0
+    tok = model.tokenizer
+    encode = lambda text: tok(text, add_special_tokens=False)["input_ids"]  # noqa: E731
+    question_ids = encode(" " + question.strip())[: model.max_length // 2]
+    prompts = [tok(PROMPT.format(passage=c.text.strip()))["input_ids"] for c in cands]
+    prompts.append(tok(PROMPT.format(passage=""))["input_ids"])
+    likelihood = [total / len(question_ids) for total, _ in
+                  loglikelihoods(model, [(p, question_ids) for p in prompts], batch_size=16)]
+    null = likelihood.pop()
+    scores: dict[str, list[float]] = {"likelihood": likelihood}
+    if "embedding" in scorers:
+        vectors = model.embed([question] + [c.text for c in cands])
+        scores["embedding"] = list(vectors[1:] @ vectors[0])
+    if "answer" in scorers:
+        units = [encode(" " + c.text)[:MAX_UNIT_TOKENS] or [model.pad_id] for c in cands]
+        asked = _mean_logprobs(model, encode(f"Question: {question.strip()}\nAnswer:"), units)
+        alone = _mean_logprobs(model, encode("Answer:"), units)
+        scores["answer"] = [a - b for a, b in zip(asked, alone)]
+    if "lexical" in scorers:
+        words = content_words(question)
+        # the unit's own shared words first; its neighbours' break ties
+        scores["lexical"] = [len(content_words(c.text) & words) + 0.5 * len(content_words(c.window) & words)
+                             for c in cands]
+    if "rank" in scorers:
+        scores["rank"] = [-float(c.hit) for c in cands]
+    return cands, scores, null
+
+
+def fuse(scores: dict[str, list[float]], scorers: Sequence[str]) -> np.ndarray:
+    """Reciprocal-rank fusion of the chosen scorers' rankings."""
+    total = np.zeros(len(next(iter(scores.values()))))
+    for name in scorers:
+        total += 1.0 / (FUSION_K + _ranks(scores[name]))
+    return total
+
+
+def select(model, question: str, hits: Sequence, max_words: int = MAX_WORDS,
+           scorers: Sequence[str] = DEFAULT_SCORERS) -> Evidence:
+    """The best units, best first, until `max_words` (each unit counts one word more, for its
+    "[n]"); the first is always kept."""
+    cands, scores, null = score(model, question, hits, scorers)
+    if not cands:
+        return Evidence([], float("-inf"))
+    fused = fuse(scores, scorers)
+    spans, words = [], 0
+    for i in np.argsort(-fused, kind="stable"):
+        n = word_count(cands[i].text) + 1
+        if spans and words + n > max_words:
+            continue
+        c = cands[i]
+        spans.append(Span(c.hit, c.unit.start, c.unit.end, c.text, float(fused[i]), scores["likelihood"][i]))
+        words += n
+        if words >= max_words:
+            break
+    best_likelihood = max(scores["likelihood"])
+    return Evidence(spans, best_likelihood - null)

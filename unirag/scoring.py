@@ -1,0 +1,102 @@
+"""Log-likelihood scoring with the model's LM head: the one scorer that rerank, evidence
+selection and the LM evaluation share.
+
+`loglikelihoods` scores continuations after contexts in right-padded batches, running the LM head
+only where a continuation token is predicted. `question_logprobs` is query likelihood (UPR):
+how likely the model finds a question after a passage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from .errors import UniragError
+
+Pair = tuple[list[int], list[int]]  # (context token ids, continuation token ids)
+
+
+def logits_at(model: Any, ids: torch.Tensor, attention: torch.Tensor,
+                       rows: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """float32 logits at (row, position) pairs only: the LM head runs on the selected states only."""
+    lm_head = model.model.get_output_embeddings()
+    with model.forward_context():
+        states = model.hidden_states(ids.to(model.device), attention.to(model.device))
+        picked = states[rows.to(model.device), positions.to(model.device)]
+        logits = lm_head(picked)
+    return logits.float().cpu()
+
+
+def loglikelihoods(model: Any, pairs: Sequence[Pair], batch_size: int = 16,
+                   show_progress: bool = False) -> list[tuple[float, bool]]:
+    """For each (context ids, continuation ids): (sum of log p(continuation | context), is_greedy).
+
+    ``is_greedy`` is True when every continuation token is the argmax prediction. Pairs are sorted
+    longest first and run ``batch_size`` at a time, right-padded (with causal attention, padding
+    after the real tokens cannot change them). Like the harness, an input longer than the context
+    window keeps its last ``context_window + 1`` tokens.
+    """
+    max_len = int(model.context_window)
+    pad_id = model.pad_id
+    prepared = []  # (input ids, targets): input = (ctx + cont)[-(max_len+1):][:-1]
+    for ctx, cont in pairs:
+        if not cont:
+            prepared.append(([], []))
+            continue
+        full = (list(ctx) + list(cont))[-(max_len + 1):]
+        n_cont = min(len(cont), len(full) - 1)
+        prepared.append((full[:-1], full[len(full) - n_cont:]))
+    out: list[tuple[float, bool]] = [(0.0, True)] * len(pairs)  # an empty continuation scores 0
+    order = sorted((i for i, (inp, _) in enumerate(prepared) if inp), key=lambda i: -len(prepared[i][0]))
+    batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+    if show_progress:
+        from tqdm.auto import tqdm
+
+        batches = tqdm(batches, desc="log-likelihood", unit="batch")
+    for batch in batches:
+        length = max(len(prepared[i][0]) for i in batch)
+        ids = torch.full((len(batch), length), pad_id, dtype=torch.long)
+        attention = torch.zeros((len(batch), length), dtype=torch.long)
+        rows, positions, targets, spans = [], [], [], []
+        for row, i in enumerate(batch):
+            inp, tgt = prepared[i]
+            ids[row, :len(inp)] = torch.tensor(inp)
+            attention[row, :len(inp)] = 1
+            start = len(inp) - len(tgt)  # logits at position p predict token p + 1
+            spans.append((len(targets), len(targets) + len(tgt)))
+            rows += [row] * len(tgt)
+            positions += range(start, len(inp))
+            targets += tgt
+        logits = logits_at(model, ids, attention, torch.tensor(rows), torch.tensor(positions))
+        target_t = torch.tensor(targets)
+        token_lp = torch.log_softmax(logits, dim=-1).gather(1, target_t[:, None])[:, 0]
+        greedy = logits.argmax(-1) == target_t
+        for i, (a, b) in zip(batch, spans):
+            out[i] = (float(token_lp[a:b].sum()), bool(greedy[a:b].all()))
+    return out
+
+
+PROMPT = "Passage: {passage}\nPlease write a question based on this passage.\nQuestion:"
+MAX_PASSAGE_TOKENS = 256
+
+
+def question_logprobs(model, question: str, passages: Sequence[str],
+                      max_passage_tokens: int = MAX_PASSAGE_TOKENS) -> list[float]:
+    """Mean log P(question tokens | passage prompt) for each passage, under `model` (a UniModel).
+
+    The scoring is the evaluation's log-likelihood scorer (`loglikelihoods`:
+    batched, right-padded, LM head only where a question token is predicted). Passages are cut
+    to `max_passage_tokens`, and a question to half of `max_length`, so a long chunk or question
+    costs no more than a bounded one.
+    """
+    tokenizer = model.tokenizer
+    question_ids = tokenizer(" " + question.strip(), add_special_tokens=False)["input_ids"][:model.max_length // 2]
+    if not question_ids:
+        raise UniragError("the question is empty")
+    pairs = []
+    for passage in passages:
+        cut = tokenizer(passage, add_special_tokens=False)["input_ids"][:max_passage_tokens]
+        pairs.append((tokenizer(PROMPT.format(passage=tokenizer.decode(cut).strip()))["input_ids"], question_ids))
+    return [total / len(question_ids) for total, _ in loglikelihoods(model, pairs, batch_size=8)]
