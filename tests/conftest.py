@@ -6,9 +6,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # One intra-op thread per test process (before torch is imported; set OMP_NUM_THREADS to override):
-# on a shared 2-core machine, OpenMP threads spinning against another busy process made the tiny
-# model's steps several times slower (test_trainer.py + test_unimodel.py: 116 s -> 24 s). No result
-# depends on it: the tiny model's 400-row LM head is never split over threads (split_head.py).
+# the tiny model's matrices are too small to gain from a second thread, and on a shared 2-core
+# machine OpenMP threads spinning against another busy process made its steps several times
+# slower. No result depends on it: the tiny model's LM head is never split over threads.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 

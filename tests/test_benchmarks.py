@@ -197,3 +197,12 @@ def test_gemv_kernels_count_weight_bytes():
     x = [torch.randn(1, 8, dtype=torch.bfloat16)]
     ms, gbs = gemv.pass_gbs(weights, x, lambda w, x: torch._weight_int8pack_mm(x, w[0], w[1]), nbytes, 1)
     assert ms > 0 and gbs > 0
+
+
+def test_abstention_table_counts_relevance_under_each_threshold():
+    abstention = load("abstention")
+    rows = abstention.table_rows([0.05, 0.5, 2.0], [0.05, 0.15, 0.25, 1.0])
+    by_threshold = {row[0]: row[1:] for row in rows}
+    assert by_threshold[0.0] == ["0/3", "0/4"]
+    assert by_threshold[0.2] == ["1/3", "2/4"]
+    assert by_threshold[1.5] == ["2/3", "4/4"]

@@ -1,0 +1,79 @@
+"""Where to abstain: evidence relevance on a question's own passages vs on another question's.
+
+Why: the ask flow answers "The documents don't say." when the best evidence explains the question
+too weakly (`AskSettings.abstain_below`; relevance as `rag/evidence.py` defines it). A threshold
+trades false abstentions (answerable questions refused) against true ones. For each question this
+retrieves its top `--top-k` chunks as `ask` does, and scores relevance twice: on those chunks, and
+on the chunks retrieved for another question of the same set (`--shift` further on), a stand-in
+for "the documents do not answer this". It prints, per threshold, how many of each fall under it,
+over all the question sets given together.
+
+    python benchmarks/abstention.py --db runs/db \
+        --set rust=../shared/data/eval/rag/rust_book_dev_answers.jsonl \
+        --set pydocs=../shared/data/eval/rag/python_docs_dev.jsonl [--output runs/bench/abstention.json]
+
+Each --set is COLLECTION=QUESTIONS (a collection already ingested into --db).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_common import machine_info, markdown_table, write_json  # noqa: E402
+
+THRESHOLDS = [round(0.1 * i, 1) for i in range(0, 16)]
+
+
+def relevance(model, question: str, hits) -> float:
+    from unirag.rag.evidence import score
+
+    candidates, scores, null = score(model, question, hits, ("likelihood",))
+    return max(scores["likelihood"]) - null if candidates else float("-inf")
+
+
+def table_rows(own: list[float], other: list[float]) -> list[list]:
+    return [[t, f"{sum(r < t for r in own)}/{len(own)}", f"{sum(r < t for r in other)}/{len(other)}"]
+            for t in THRESHOLDS]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--db", required=True)
+    parser.add_argument("--set", action="append", required=True, help="COLLECTION=QUESTIONS.jsonl")
+    parser.add_argument("--top-k", type=int, default=3)
+    parser.add_argument("--shift", type=int, default=7, help="the other question is this many rows further")
+    parser.add_argument("--output", default="runs/bench/abstention.json")
+    args = parser.parse_args()
+
+    from unirag import UniModel
+    from unirag.evaluation.rag import load_questions
+    from unirag.rag.ask import AskSettings
+    from unirag.rag.pipeline import retrieve
+    from unirag.rag.store import connect, open_collection
+
+    model = UniModel.load()
+    client = connect(args.db)
+    settings = AskSettings()
+    own, other, per_set = [], [], {}
+    for spec in args.set:
+        name, _, path = spec.partition("=")
+        collection = open_collection(client, name, model)
+        questions = [q.question for q in load_questions(path)]
+        hits = [retrieve(model, collection, q, args.top_k, settings.retrieval, settings.rerank) for q in questions]
+        mine = [relevance(model, q, h) for q, h in zip(questions, hits)]
+        theirs = [relevance(model, q, hits[(i + args.shift) % len(hits)]) for i, q in enumerate(questions)]
+        per_set[name] = {"own": mine, "other": theirs}
+        own += mine
+        other += theirs
+    print(markdown_table(("abstain below", "own passages: abstained", "another question's: abstained"),
+                         table_rows(own, other)))
+    path = write_json(args.output, {"machine": machine_info(), "model": model.name, "sets": args.set,
+                                    "top_k": args.top_k, "shift": args.shift, "relevance": per_set})
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
