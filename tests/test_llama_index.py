@@ -213,3 +213,28 @@ def test_query_engine_answers_from_the_right_document(real_model, tmp_path):
     response = index.as_query_engine(llm=llm, similarity_top_k=1).query("In which city is the Eiffel Tower?")
     assert [n.node.ref_doc_id for n in response.source_nodes] == ["eiffel"]
     assert "Paris" in str(response)
+
+
+def test_postprocessors_run_the_ask_flows_rerank_and_evidence(tiny, monkeypatch):
+    """UniRerank and UniEvidence are thin: they call unirag.rag.rerank.rerank and evidence.select."""
+    from llama_index.core.schema import NodeWithScore, TextNode
+
+    from unirag.llama_index import UniEvidence, UniRerank
+    from unirag.rag import evidence, rerank
+
+    nodes = [NodeWithScore(node=TextNode(text=t, metadata={"source": f"{i}.md"}, id_=str(i)), score=1.0 - i / 10)
+             for i, t in enumerate(["The cat sat on the mat. It was red.", "Loops can return values with break.",
+                                    "Paris is the capital of France."])]
+    calls = []
+    real_rerank, real_select = rerank.rerank, evidence.select
+    monkeypatch.setattr(rerank, "rerank", lambda *a, **k: calls.append("rerank") or real_rerank(*a, **k))
+    monkeypatch.setattr(evidence, "select", lambda *a, **k: calls.append("select") or real_select(*a, **k))
+    ranked = UniRerank(tiny, top_n=3).postprocess_nodes(nodes, query_str="Where did the cat sit?")
+    assert sorted(n.node.node_id for n in ranked) == ["0", "1", "2"]
+    kept = UniEvidence(tiny, max_words=6).postprocess_nodes(ranked, query_str="Where did the cat sit?")
+    assert calls == ["rerank", "select"]
+    assert 1 <= len(kept) <= 3 and all(n.node.get_content() for n in kept)
+    texts = {n.node.node_id: n.node.get_content() for n in nodes}
+    assert all(piece.strip() in texts[n.node.node_id] for n in kept for piece in n.node.get_content().split(" … "))
+    with pytest.raises(ValueError, match="needs the query"):
+        UniEvidence(tiny).postprocess_nodes(nodes)
