@@ -9,6 +9,7 @@ import shutil
 import socket
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -58,8 +59,10 @@ def test_empty_collection_gives_a_clear_message(demo):
     assert "bad collection name" in list(demo.unirag.respond(QUESTION, None, "../x"))[-1][0][-1]["content"]
 
 
-def test_upload_then_answer_streams_with_sources(demo, tmp_path):
-    rag = demo.unirag
+def test_upload_then_answer_streams_with_sources(tiny, tmp_path):
+    # quotes first, then a generated sentence: both parts stream into the chat
+    rag = build_app(tiny, db=tmp_path / "db", upload_dir=tmp_path / "uploads", answer="both", **SMALL).unirag
+    rag.ask_settings = replace(rag.ask_settings, abstain_below=None)  # the tiny model's scores are noise
     seen = []
     lines = rag.add_files([str(write_doc(tmp_path / "in"))], "docs", progress=lambda f, desc: seen.append(f))
     assert lines == ["`zorblax.md`: **added** (1 chunk)"] and seen[-1] == 1.0
@@ -77,7 +80,10 @@ def test_upload_then_answer_streams_with_sources(demo, tmp_path):
     partial = [o[0][-1]["content"] for o in outputs[1:-1]]
     assert all(answer.startswith(p) for p in partial) and len(set(partial)) > 1  # it streamed
     assert "[1] zorblax.md &gt; Zorblax" in sources
-    assert "# Zorblax&#10;&#10;A zorblax &lt;b&gt;sings&lt;/b&gt; &amp; &lt;img src=x&gt; in Quendor.</pre>" in sources
+    # the quoted evidence is highlighted in its chunk, the chunk's markup escaped, never rendered
+    assert ('# Zorblax&#10;&#10;<mark class="unirag-evidence">A zorblax &lt;b&gt;sings&lt;/b&gt; &amp; '
+            '&lt;img src=x&gt; in Quendor.</mark></pre>') in sources
+    assert answer.startswith("“A zorblax <b>sings</b> & <img src=x> in Quendor.” [1]")
     assert "<b>" not in sources and "<img" not in sources
     assert session["turns"] == [[QUESTION, answer]] and box == ""
     assert start == new_session()  # the session passed in is never mutated

@@ -85,7 +85,7 @@ def test_focused_hits_keep_numbering_and_neighbours():
 @pytest.mark.parametrize("mode", ["extractive", "generated", "both"])
 def test_answer_modes(tiny, mode):
     result = answer_hits(tiny, "How does a loop return a value?", hits(),
-                         AskSettings(answer=mode, max_new_tokens=4, evidence_words=10))
+                         AskSettings(answer=mode, max_new_tokens=4, evidence_words=10, abstain_below=None))
     assert result.evidence.words <= 10 or len(result.evidence.spans) == 1
     text = result.read()
     assert result.hits and result.citations[0].startswith("[1] loops.md > Loops")
@@ -110,3 +110,24 @@ def test_no_hits_says_so(tiny):
 def test_bad_settings_are_user_errors(kwargs, message):
     with pytest.raises(UniragError, match=message):
         AskSettings(**kwargs)
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("You can also return from inside a loop.", True), ("Use venv.", True), ("let x = loop { break 5; };", True),
+    ("{{#rustdoc_include ../listings/ch03/src/main.rs}}", False), ("../listings/ch03/src/main.rs}}", False),
+    ('<span class="filename">Filename: src/main.rs</span>', False), ("[pub]: ch07-03.html#paths", False),
+    ("}", False),
+])
+def test_quotable_units_say_something_in_words(text, expected):
+    from unirag.rag.evidence import quotable
+
+    assert quotable(text) is expected
+
+
+def test_candidates_skip_units_repeated_by_overlapping_chunks():
+    from unirag.rag.evidence import candidates
+
+    first = Hit("a", 1.0, "Loops run code again. You can also return from inside a loop.", "a.md")
+    second = Hit("b", 0.9, "also return from inside a loop. Then the loop ends here.", "a.md")
+    texts = [c.text for c in candidates([first, second])]
+    assert texts == ["Loops run code again.", "You can also return from inside a loop.", "Then the loop ends here."]

@@ -175,7 +175,8 @@ def answer_hits(model, question: str, hits: Sequence[Hit], settings: AskSettings
     answer modes)."""
     if not question.strip():
         raise UniragError("the question is empty")
-    hits, history = fit(model, question, list(hits)[: settings.top_k], history, settings.max_new_tokens)
+    system = ANSWER_SYSTEM if settings.focused else None
+    hits, history = fit(model, question, list(hits)[: settings.top_k], history, settings.max_new_tokens, system)
     if evidence is None:
         evidence = (evidence_mod.select(model, question, hits, settings.words, settings.scorers)
                     if hits and settings.needs_evidence else evidence_mod.Evidence([], float("-inf")))

@@ -74,23 +74,37 @@ class _Candidate:
     heading: str
 
 
-# markup with nothing to quote: HTML tags alone, mdBook includes, link reference definitions,
-# lines without a letter
-_MARKUP_ONLY = re.compile(r"^\s*(?:<[^>]*>\s*)+$|^\s*\{\{#.*\}\}\s*$|^\s*\[[^\]]+\]:\s*\S+\s*$|^[^A-Za-z]*$")
+# markup that says nothing by itself: HTML tags, template includes ({{#include ...}}), link
+# reference definitions ([name]: url), file paths
+_MARKUP = re.compile(r"<[^>]*>|\{\{.*?(?:\}\}|$)|^.*?\}\}|^\s*\[[^\]]+\]:\s*\S+\s*$|\S*/\S*", re.MULTILINE)
+_WORD_OF_LETTERS = re.compile(r"[A-Za-z]{2,}")
+MIN_WORDS = 2  # a unit with fewer words of letters once markup is removed is not quoted
+
+
+def _normal(text: str) -> str:
+    return " ".join(text.split()).lower()
+
+
+def quotable(text: str) -> bool:
+    """Whether a unit says something in words: at least MIN_WORDS words of letters remain once
+    markup (tags, includes, link definitions, paths) is taken out."""
+    return len(_WORD_OF_LETTERS.findall(_MARKUP.sub(" ", text))) >= MIN_WORDS
 
 
 def candidates(hits: Sequence) -> list[_Candidate]:
-    """Every unit of every hit, with the text around it; markup-only units are left out, and a
-    unit seen in a higher-ranked hit (chunks overlap) is kept there only."""
-    out, seen = [], set()
+    """Every quotable unit of every hit, with the text around it. Retrieved chunks overlap, so a
+    unit contained in one already taken from a higher-ranked hit (a sentence cut by the chunk's
+    edge, or the same sentence again) is left out."""
+    out: list[_Candidate] = []
+    taken: list[str] = []
     for i, hit in enumerate(hits):
         units = split_units(hit.text)
         for j, unit in enumerate(units):
             text = hit.text[unit.start:unit.end]
-            key = " ".join(text.split())
-            if key in seen or _MARKUP_ONLY.match(text):
+            normal = _normal(text)
+            if not quotable(text) or any(normal in seen for seen in taken):
                 continue
-            seen.add(key)
+            taken.append(normal)
             lo, hi = units[max(j - 1, 0)].start, units[min(j + 1, len(units) - 1)].end
             out.append(_Candidate(i, unit, text, hit.text[lo:hi], hit.heading))
     return out

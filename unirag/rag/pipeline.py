@@ -136,12 +136,12 @@ def build_prompt(question: str, hits: Sequence[Hit], history: Sequence[Turn] = (
 
 
 def fit(model, question: str, hits: Sequence[Hit], history: Sequence[Turn] = (),
-        max_new_tokens: int = 256) -> tuple[list[Hit], list[Turn]]:
+        max_new_tokens: int = 256, system: str | None = None) -> tuple[list[Hit], list[Turn]]:
     """Trim history (oldest first), then chunks (lowest first), then the last chunk's text to fit."""
     hits, history = list(hits), list(history)
     budget = model.context_window - max_new_tokens
     while True:
-        excess = len(model.prompt_ids(build_prompt(question, hits, history))) - budget
+        excess = len(model.prompt_ids(build_prompt(question, hits, history, system))) - budget
         if excess <= 0:
             return hits, history
         if history:
@@ -167,14 +167,14 @@ def answer(model, question: str, hits: Sequence[Hit], history: Sequence[Turn] = 
            on_loop: Callable[[], None] | None = None, repetition=None) -> Iterator[str] | str:
     """Generate a grounded answer; with stream=True an iterator of text pieces.
 
-    Call `fit()` first when you print citations, and pass its hits: then the numbers match.
+    Pass hits and history as `fit()` returns them (the ask flow does): then the prompt fits the
+    context window and the citation numbers match what is printed.
     With `attribute`, each sentence without a `[n]` of its own gets the number of the passage it
     shares the most words with (`attribution.py`): unirag's attribution, not the model's.
     With `stop_repeats`, the answer ends where it starts repeating a run of words (`loops.py`),
     and `on_loop` (if given) is called when that happens. `repetition` (a
     `decoding.RepetitionControl`) bans or penalises repeats of generated tokens.
     """
-    hits, history = fit(model, question, hits, history, max_new_tokens)
     messages = build_prompt(question, hits, history, system)
     pieces = model.generate(messages, max_new_tokens=max_new_tokens, temperature=temperature, stream=True,
                             repetition=repetition)
