@@ -177,18 +177,18 @@ def test_eval_rag_command_on_tiny_model(tiny_model_dir, tmp_path):
     assert "0 added, 0 changed, 0 removed, 3 unchanged" in again.output
     assert json.loads(out.read_text())["metrics"]["mrr"] == m["mrr"]
     answered = runner.invoke(eval_app, args + ["--answers", "1", "--answer-top-k", "2",
-                                                "--variants", "extractive,generated@noabstain",
+                                                "--variants", "extractive@noabstain,generated@noabstain",
                                                 "--max-new-tokens", "8"])
     assert answered.exit_code == 0, answered.output
     record = json.loads(out.read_text())
     scored = record["metrics"]["answers"]
-    assert list(scored) == ["extractive", "generated@noabstain"]
-    assert scored["extractive"]["n_answers"] == 1 and "cites" in scored["extractive"]
+    assert list(scored) == ["extractive@noabstain", "generated@noabstain"]
+    assert scored["extractive@noabstain"]["n_answers"] == 1 and "cites" in scored["extractive@noabstain"]
     # the one document of three that says "break" is shown, and quoting it answers
-    assert scored["extractive"]["keys_shown"] == 1.0 and scored["extractive"]["key_correct"] == 1.0
+    assert scored["extractive@noabstain"]["keys_shown"] == 1.0 and scored["extractive@noabstain"]["key_correct"] == 1.0
     first = record["per_question"][0]["answers"]
-    assert first["extractive"]["answer"].startswith("“") and "answers" not in record["per_question"][1]
-    assert "| extractive | 1 |" in answered.output
+    assert first["extractive@noabstain"]["answer"].startswith("“") and "answers" not in record["per_question"][1]
+    assert "| extractive@noabstain | 1 |" in answered.output
 
 
 def test_reference_minilm_ranks_the_same_chunks(tiny_model_dir, tmp_path):

@@ -89,7 +89,7 @@ class Answer:
     hits: list[Hit]                    # the passages shown and cited, [1] first
     evidence: evidence_mod.Evidence
     abstained: bool
-    _pieces: Iterator[str] = field(repr=False, default=iter(()))
+    _pieces: Iterator[str] = field(repr=False, default_factory=lambda: iter(()))
     text: str = ""
     looped: bool = False  # the generated part was cut where it started repeating itself
 
@@ -159,7 +159,8 @@ def _pieces(model, question: str, hits: list[Hit], ev: evidence_mod.Evidence, ab
             yield f" The closest passage: {quote(ev.spans[0])}"
         return
     if settings.answer in ("extractive", "both"):
-        yield "\n".join(quote(span) for span in ev.spans)
+        for i, span in enumerate(ev.spans):  # one quote per line, streamed one by one
+            yield ("\n" if i else "") + quote(span)
     if settings.answer in ("generated", "both"):
         if settings.answer == "both":
             yield "\n\nIn short: "
