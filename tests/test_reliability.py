@@ -653,7 +653,7 @@ def test_busy_message_past_the_queue_limit_over_http(tiny, tmp_path, monkeypatch
     import urllib.error
     import urllib.request
 
-    import unirag.rag.pipeline
+    import unirag.rag.ask
     from gradio_client import Client
     from gradio_client.utils import Status
 
@@ -664,7 +664,7 @@ def test_busy_message_past_the_queue_limit_over_http(tiny, tmp_path, monkeypatch
             time.sleep(1.0)
             yield word
 
-    monkeypatch.setattr(unirag.rag.pipeline, "answer", slow_answer)
+    monkeypatch.setattr(unirag.rag.ask, "_pieces", slow_answer)  # the answer text the ask flow streams
     demo = launch(tiny, port=free_port(), prevent_thread_lock=True, quiet=True, db=tmp_path / "db",
                   upload_dir=tmp_path / "uploads", max_queue=1, **LOAD)
     try:

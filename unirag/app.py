@@ -64,6 +64,21 @@ BUSY_HINT = ("One answer is written at a time; when more than {max_queue} reques
 
 
 # ---------------------------------------------------------------------- small helpers
+_CODE = re.compile(r"```.*?(?:```|$)|(`+)[^`].*?\1", re.DOTALL)
+
+
+def markdown_text(text: str) -> str:
+    """Answer text for the chat's Markdown: `<`, `>` and `&` outside code are shown as themselves,
+    never read as HTML (a quoted document may hold `<img src=...>`); code spans and fences are
+    already literal in Markdown and stay as they are."""
+    out, at = [], 0
+    for match in _CODE.finditer(text):
+        out += [html.escape(text[at:match.start()], quote=False), match.group(0)]
+        at = match.end()
+    out.append(html.escape(text[at:], quote=False))
+    return "".join(out)
+
+
 def md_code(text: str) -> str:
     """`text` as a Markdown code span: shown literally (no HTML, no Markdown), on one line."""
     text = " ".join(str(text).replace("`", "'").split())
@@ -243,7 +258,7 @@ class RagChat:
 
         def say(text: str, sources: str = NO_SOURCES):
             """A snapshot of the outputs: later pieces never change what was yielded before."""
-            chat[-1] = {"role": "assistant", "content": text}
+            chat[-1] = {"role": "assistant", "content": markdown_text(text)}
             return list(chat), {"turns": list(turns), "chat": list(chat)}, sources, ""
 
         try:
