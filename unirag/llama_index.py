@@ -301,17 +301,22 @@ def _query(query_bundle: Optional[QueryBundle]) -> str:
     return query_bundle.query_str
 
 
-class UniRerank(BaseNodePostprocessor):
-    """Reorder the first `top_n` nodes by the same model's query likelihood, fused with their
-    retrieval order: `unirag.rag.rerank.rerank`, what `unirag ask` runs."""
+class _OnModel(BaseNodePostprocessor):
+    """A node postprocessor that holds the one UniModel (never copied or validated)."""
 
-    top_n: int = Field(default=5, description="How many leading nodes to rerank.")
     _model: UniModel = PrivateAttr()
 
     def __init__(self, model: UniModel, **kwargs: Any) -> None:
         _check_model(model)
         super().__init__(**kwargs)
         self._model = model
+
+
+class UniRerank(_OnModel):
+    """Reorder the first `top_n` nodes by the same model's query likelihood, fused with their
+    retrieval order: `unirag.rag.rerank.rerank`, what `unirag ask` runs."""
+
+    top_n: int = Field(default=5, description="How many leading nodes to rerank.")
 
     @classmethod
     def class_name(cls) -> str:
@@ -326,18 +331,12 @@ class UniRerank(BaseNodePostprocessor):
         return [NodeWithScore(node=by_id[hit.id].node, score=hit.score) for hit in ranked]
 
 
-class UniEvidence(BaseNodePostprocessor):
+class UniEvidence(_OnModel):
     """Cut each node down to the sentences that answer the query (with one sentence of context on
     each side), as `unirag ask` selects its evidence (`unirag.rag.evidence.select`); nodes with
     no chosen sentence are dropped. A query engine then generates from a short, focused context."""
 
     max_words: int = Field(default=54, description="Words of evidence kept over all nodes.")
-    _model: UniModel = PrivateAttr()
-
-    def __init__(self, model: UniModel, **kwargs: Any) -> None:
-        _check_model(model)
-        super().__init__(**kwargs)
-        self._model = model
 
     @classmethod
     def class_name(cls) -> str:
