@@ -106,7 +106,9 @@ def test_no_hits_says_so(tiny):
 
 @pytest.mark.parametrize("kwargs, message", [({"answer": "poem"}, "unknown answer mode"),
                                              ({"top_k": 0}, "--top-k"), ({"retrieval": "x"}, "unknown retrieval"),
-                                             ({"evidence_words": 0}, "--evidence-words")])
+                                             ({"evidence_words": 0}, "evidence_words"),
+                                             ({"scorers": ("magic",)}, "unknown or no evidence scorer"),
+                                             ({"scorers": ()}, "unknown or no evidence scorer")])
 def test_bad_settings_are_user_errors(kwargs, message):
     with pytest.raises(UniragError, match=message):
         AskSettings(**kwargs)

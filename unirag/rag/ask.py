@@ -74,8 +74,12 @@ class AskSettings:
             raise UniragError(f"unknown retrieval mode {self.retrieval!r}; choose from {', '.join(RETRIEVAL_MODES)}")
         if self.answer not in ANSWER_MODES:
             raise UniragError(f"unknown answer mode {self.answer!r}; choose from {', '.join(ANSWER_MODES)}")
+        unknown = sorted(set(self.scorers) - set(evidence_mod.SCORERS))
+        if unknown or not self.scorers:
+            raise UniragError(f"unknown or no evidence scorer(s) {', '.join(unknown)}; choose from "
+                              f"{', '.join(evidence_mod.SCORERS)}")
         if self.evidence_words is not None and self.evidence_words < 1:
-            raise UniragError("--evidence-words must be at least 1")
+            raise UniragError("evidence_words must be at least 1")
         if self.max_new_tokens < 1:
             raise UniragError("--max-new-tokens must be at least 1")
 
