@@ -112,11 +112,11 @@ def test_score_answer_reads_citation_markers():
     sources = ["a.md", "b.md", "c.md"]
     assert rag_eval.cited_numbers("See [2] and [1, 3]; again [2].") == [2, 1, 3]
     s = rag_eval.score_answer("Use break [2].", sources, ["b.md"])
-    assert (s["cited"], s["cites"], s["cites_right"], s["says_unknown"]) == ([2], 1, 1, 0)
+    assert (s["cited"], s["cites"], s["cites_right"]) == ([2], 1, 1)
     s = rag_eval.score_answer("As [1] says, and [9] (no such passage).", sources, ["b.md"])
     assert (s["cited"], s["cites"], s["cites_right"]) == ([1], 1, 0)
     s = rag_eval.score_answer("The context does not contain the answer.", sources, ["b.md"])
-    assert (s["cites"], s["cites_right"], s["says_unknown"]) == (0, 0, 1)
+    assert (s["cites"], s["cites_right"]) == (0, 0)
 
 
 def test_answer_variants_parse_names_scorers_and_abstention():

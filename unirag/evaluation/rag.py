@@ -106,9 +106,6 @@ def score_ranking(sources: Sequence[str], gold: Sequence[str], depths: Sequence[
 
 
 CITATION = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")
-UNKNOWN = re.compile(r"(does not|doesn't|do not|don't) (contain|say|mention|provide|include)|not (mentioned|provided|"
-                     r"in the context)|no (information|passage)|cannot (answer|find)", re.IGNORECASE)
-
 
 def cited_numbers(text: str) -> list[int]:
     """The passage numbers an answer cites, in order, once each: "[2] ... [1, 3]" -> [2, 1, 3]."""
@@ -120,8 +117,7 @@ def score_answer(text: str, sources: Sequence[str], gold: Sequence[str]) -> dict
     """Score one generated answer; `sources` are the files of the passages [1], [2], ... shown to it."""
     cited = [n for n in cited_numbers(text) if 1 <= n <= len(sources)]
     right = [n for n in cited if any(same_file(sources[n - 1], g) for g in gold)]
-    return {"cited": cited, "cites": int(bool(cited)), "cites_right": int(bool(right)),
-            "says_unknown": int(bool(UNKNOWN.search(text)))}
+    return {"cited": cited, "cites": int(bool(cited)), "cites_right": int(bool(right))}
 
 
 def aggregate(per_question: Sequence[Mapping[str, Any]], latencies_s: Sequence[float],
@@ -196,8 +192,7 @@ def run_rag_eval(model, collection, questions: Sequence[Question], top_k: int = 
     from tqdm.auto import tqdm
 
     from ..rag.ask import AskSettings, answer_hits
-    from ..rag.evidence import select
-    from ..rag.pipeline import fit, retrieve
+    from ..rag.pipeline import retrieve
     from . import answers as answer_scores
 
     def ranked(question: str, k: int):
@@ -223,21 +218,15 @@ def run_rag_eval(model, collection, questions: Sequence[Question], top_k: int = 
                             rows, rankings):
         top = hits[:answer_top_k] if answer_top_k <= top_k else ranked(q.question, answer_top_k)
         row["answers"] = {}
-        selected: dict[tuple, Any] = {}  # evidence shared by variants that select it alike
+        selected: dict[tuple, tuple[Any, float]] = {}  # (evidence, seconds) shared by variants that select alike
         for label, settings in variants.items():
             settings = replace(settings, top_k=answer_top_k)
-            key = (settings.scorers, settings.words, settings.max_new_tokens)
-            t0 = time.perf_counter()
-            evidence = None
-            if settings.needs_evidence and key in selected:
-                evidence, seconds = selected[key]
-                t0 -= seconds  # a variant that reuses the selection is still timed with it
-            elif settings.needs_evidence:
-                shown, _ = fit(model, q.question, top[:answer_top_k], (), settings.max_new_tokens)
-                if shown:
-                    evidence = select(model, q.question, shown, settings.words, settings.scorers)
-                selected[key] = (evidence, time.perf_counter() - t0)
+            key = (settings.scorers, settings.words, settings.focused, settings.max_new_tokens)
+            evidence, reused_s = selected.get(key, (None, 0.0)) if settings.needs_evidence else (None, 0.0)
+            t0 = time.perf_counter() - reused_s  # a variant that reuses the selection is timed with it
             result = answer_hits(model, q.question, top, settings, evidence=evidence)
+            if settings.needs_evidence and key not in selected:
+                selected[key] = (result.evidence, result.evidence_s)
             first = None
             for piece in result.stream():
                 if first is None and piece.strip():

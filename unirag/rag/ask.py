@@ -17,6 +17,7 @@ is NO_ANSWER followed by the closest quote, so the user still sees what was foun
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -96,6 +97,7 @@ class Answer:
     _pieces: Iterator[str] = field(repr=False, default_factory=lambda: iter(()))
     text: str = ""
     looped: bool = False  # the generated part was cut where it started repeating itself
+    evidence_s: float = 0.0  # seconds spent selecting the evidence (0 when it was passed in)
 
     def stream(self) -> Iterator[str]:
         for piece in self._pieces:
@@ -175,19 +177,23 @@ def answer_hits(model, question: str, hits: Sequence[Hit], settings: AskSettings
                 history: Sequence[Turn] = (), evidence: evidence_mod.Evidence | None = None) -> Answer:
     """The answer to `question` from these chunks (already retrieved), as `ask` gives it.
 
-    `evidence`, if given, is used instead of selecting it again (it must come from
-    `evidence.select` over the same hits with the same settings: evaluation shares it between
-    answer modes)."""
+    `evidence`, if given, is used instead of selecting it again: pass `.evidence` of an earlier
+    Answer to the same question and hits with the same scorers and word budget (evaluation shares
+    it between answer modes)."""
     if not question.strip():
         raise UniragError("the question is empty")
     system = ANSWER_SYSTEM if settings.focused else None
     hits, history = fit(model, question, list(hits)[: settings.top_k], history, settings.max_new_tokens, system)
+    started = time.perf_counter()
     if evidence is None:
         evidence = (evidence_mod.select(model, question, hits, settings.words, settings.scorers)
                     if hits and settings.needs_evidence else evidence_mod.Evidence([], float("-inf")))
+        selected_s = time.perf_counter() - started
+    else:
+        selected_s = 0.0
     ev = evidence
     abstained = bool(hits) and settings.abstain_below is not None and ev.relevance < settings.abstain_below
-    result = Answer(question, hits, ev, abstained)
+    result = Answer(question, hits, ev, abstained, evidence_s=selected_s)
     result._pieces = _pieces(model, question, hits, ev, abstained, history, settings,
                              on_loop=lambda: setattr(result, "looped", True))
     return result

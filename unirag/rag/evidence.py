@@ -5,7 +5,7 @@ shown the right sentence, it can quote it. So the chunks are cut into units (pro
 code lines: `sentences.py`) and each unit is scored against the question with the same model:
 
 - "likelihood": query likelihood (UPR, as the rerank scores chunks) of the question after the
-  unit alone (measured better than after the unit with its neighbours: docs/RESULTS.md);
+  unit alone;
 - "embedding": cosine of the question's EOS embedding and the unit's;
 - "answer": how much more likely the model finds the unit as an answer after the question than
   without it (pointwise mutual information; removes the bias towards generic, fluent text);
@@ -33,8 +33,8 @@ from .attribution import content_words
 from .sentences import Unit, split_units, word_count
 
 SCORERS = ("likelihood", "embedding", "answer", "lexical", "rank")
-# chosen on the two dev sets (docs/RESULTS.md): the model's scorers fused with the chunk's rank
-# beat the rank alone; "answer" and "lexical" added nothing there
+# chosen on the two dev sets: the model's scorers fused with the chunk's rank beat the rank alone
+# (docs/RESULTS.md, "Answers"); "answer" and "lexical" stay selectable
 DEFAULT_SCORERS = ("likelihood", "embedding", "rank")
 FUSION_K = 10  # reciprocal-rank constant: small, since a question has tens of units, not thousands
 MAX_WORDS = 54  # with one "[n]" per quoted span, an extractive answer stays within 60 words
