@@ -5,6 +5,12 @@ bandwidth, not FLOPs. This script measures how close each engine gets to that bo
 
 - unirag: `UniModel.generate_ids(prompt_ids)` greedy (its own step loop over a DynamicCache), at
   `--precision` (auto: bf16 autocast with bf16-held decoder weights where the CPU has native bf16).
+- unirag bf16 steps: the same with `int8_decode=False`: generated tokens' steps on the bf16
+  weights instead of the int8 copy (unirag/quantized_decode.py) the default reads. Beside the
+  speed, the int8 copy's cost: its bytes, greedy agreement with bf16 steps over
+  `--agreement-prompts` prompts (tokens before the first difference), and wikitext-2 perplexity
+  of the first `--ppl-tokens` tokens (windows of 1024) with every matmul on the int8 weights
+  against the bf16 weights (`--wikitext`, skipped where the file is missing).
 - unirag static cache: the same with `static_cache=True` (generated tokens' keys and values
   written into a preallocated StaticCache instead of a growing DynamicCache).
 - unirag compiled: the same with `compile_decode=True` (generated tokens' steps through
@@ -32,7 +38,7 @@ nothing. The script also times every Linear weight's 1-row matmul alone, back to
 the CPU's matmul kernels stream these weights, the ceiling for any engine built on them.
 
     python benchmarks/decode.py [--new-tokens 128] [--repeats 3] [--copy-mib 512] [--threads N] [--no-compile]
-        [--output runs/bench/decode.json]
+        [--agreement-prompts 10] [--ppl-tokens 4096] [--wikitext PATH] [--output runs/bench/decode.json]
     python benchmarks/decode.py --quick   # a smoke run: 8 tokens, one repeat, a 64 MiB copy
 """
 
@@ -77,6 +83,64 @@ def read_bandwidth_gbs(mib: int = 512, repeats: int = 3) -> float:
     src = torch.ones(n, dtype=torch.float32)
     seconds, _ = timed_median(lambda: src.sum(), repeats)
     return n * 4 / seconds / 1e9
+
+
+AGREEMENT_PROMPTS = [
+    "What is the capital of France?", "Explain what a hash map is.", "Write a haiku about autumn.",
+    "How do I read a file line by line in Python?", "Why is the sky blue?",
+    "Give three tips for a job interview.", "What does a compiler do?", "Summarise the plot of Hamlet.",
+    "How many legs does a spider have?", "What is the difference between a list and a tuple?",
+    "Describe how rain forms.", "What is ownership in Rust?",
+]
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    """How many leading tokens two greedy runs share."""
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+
+
+def greedy_agreement(uni, reference, prompts: list[str], n: int) -> dict:
+    """Greedy tokens of `uni` against `reference` on each prompt (stopping at EOS as users get
+    them): the share of reference tokens made before the first difference, and of prompts
+    answered identically."""
+    shared, total, identical = 0, 0, 0
+    for prompt in prompts:
+        ids = reference.prompt_ids(prompt)
+        ours, theirs = list(uni.generate_ids(ids, n)), list(reference.generate_ids(ids, n))
+        shared += common_prefix(ours, theirs)
+        total += len(theirs)
+        identical += ours == theirs
+    return {"prompts": len(prompts), "tokens": total, "token_share_before_first_difference": shared / max(total, 1),
+            "identical_share": identical / max(len(prompts), 1)}
+
+
+def int8_perplexity(uni, path: str, tokens: int, window: int = 1024) -> dict:
+    """wikitext-2 perplexity over the first `tokens` tokens (non-overlapping windows), with the
+    bf16 weights and the fp32 head as `embed`/prompts run them, and with every matmul on the
+    int8 copy (the weights generated tokens read)."""
+    import math
+
+    import torch
+
+    text = "\n\n".join(line for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip())
+    ids = uni.tokenizer(text)["input_ids"][:tokens]
+    nll = {"bf16": 0.0, "int8": 0.0}
+    scored = 0
+    for begin in range(0, len(ids) - 1, window):
+        chunk = torch.tensor([ids[begin:begin + window]])
+        targets = chunk[0, 1:]
+        with uni.forward_context():
+            hidden = uni.decoder(input_ids=chunk).last_hidden_state[0, :-1]
+            logits = {"bf16": uni._lm_head(hidden.float())}
+            with uni.int8.steps(any_rows=True):
+                hidden8 = uni.decoder(input_ids=chunk).last_hidden_state[0, :-1]
+                logits["int8"] = uni.int8.head_logits(hidden8)
+        for key, values in logits.items():
+            nll[key] += float(-torch.log_softmax(values.float(), -1).gather(1, targets[:, None]).sum())
+        scored += len(targets)
+    ppl = {key: math.exp(value / scored) for key, value in nll.items()}
+    return {"tokens": scored, "window": window, "bf16": ppl["bf16"], "int8": ppl["int8"],
+            "change": ppl["int8"] / ppl["bf16"] - 1}
 
 
 def weight_bytes(model) -> int:
@@ -214,11 +278,15 @@ def main() -> None:
     parser.add_argument("--copy-mib", type=int, default=512, help="size of the bandwidth-measuring copy")
     parser.add_argument("--threads", type=int, default=None, help="torch and llama.cpp threads (default: torch's)")
     parser.add_argument("--no-compile", action="store_true", help="leave out the torch.compile row (it compiles first)")
+    parser.add_argument("--agreement-prompts", type=int, default=len(AGREEMENT_PROMPTS),
+                        help="prompts for the int8 copy's greedy agreement with bf16 steps")
+    parser.add_argument("--ppl-tokens", type=int, default=4096, help="wikitext-2 tokens for the perplexity check")
+    parser.add_argument("--wikitext", default="../shared/data/eval/lm/wikitext2-test.txt")
     parser.add_argument("--quick", action="store_true", help="smoke run: 8 tokens, 1 repeat, 64 MiB copy")
     parser.add_argument("--output", default="runs/bench/decode.json")
     args = parser.parse_args()
     if args.quick:
-        args.new_tokens, args.repeats, args.copy_mib = 8, 1, 64
+        args.new_tokens, args.repeats, args.copy_mib, args.agreement_prompts, args.ppl_tokens = 8, 1, 64, 2, 256
     if args.new_tokens < 2:
         parser.error("--new-tokens must be at least 2 (decode speed is measured between tokens)")
 
@@ -266,23 +334,49 @@ def main() -> None:
         precision = "fp32 steps, bf16 autocast prefill"
     else:
         precision = "fp32"
+    int8_copy = uni.int8.nbytes if uni.int8 is not None else 0
+    default_weights = (f"int8 copy ({int8_copy / 1e6:.0f} MB) for generated tokens; prompt on {precision}"
+                       if int8_copy else precision)
     r = measure(lambda: run_unirag(uni, prompt_ids, n), args.repeats)
-    rows.append({"engine": "unirag UniModel.generate_ids", "weights": f"{precision} (merged adapter)", **r})
+    rows.append({"engine": "unirag UniModel.generate_ids", "weights": f"{default_weights} (merged adapter)",
+                 "int8_steps": uni.int8 is not None, **r})
     print(f"unirag: {r['decode_tokens_per_s']:.1f} tokens/s", flush=True)
 
-    variants = [("unirag, static_cache=True", {"static_cache": True})]
+    quality = {}
+    if int8_copy:
+        bf16_steps = UniModel(uni.model, uni.tokenizer, uni.name, precision=args.precision, info=uni.info,
+                              int8_decode=False)
+        quality["int8_copy_bytes"] = int8_copy
+        quality["agreement"] = greedy_agreement(uni, bf16_steps, AGREEMENT_PROMPTS[:args.agreement_prompts],
+                                                n)
+        print(f"int8 copy {int8_copy / 1e6:.0f} MB; greedy agreement with bf16 steps: {quality['agreement']}",
+              flush=True)
+        if Path(args.wikitext).exists():
+            quality["perplexity"] = int8_perplexity(uni, args.wikitext, args.ppl_tokens)
+            print(f"wikitext-2 perplexity: {quality['perplexity']}", flush=True)
+        else:
+            print(f"perplexity skipped: {args.wikitext} not found", flush=True)
+
+    # other UniModels over the same module; compiled steps take no int8 copy
+    variants = [("unirag, int8_decode=False (bf16 steps)", {"int8_decode": False}, precision),
+                ("unirag, static_cache=True", {"static_cache": True}, default_weights)]
     if not args.no_compile:
-        variants += [("unirag, compile_decode=True", {"compile_decode": True}),
-                     ("unirag, compile_decode + static_cache", {"compile_decode": True, "static_cache": True})]
-    for engine, options in variants:  # other UniModels over the same module
+        variants += [("unirag, compile_decode=True", {"compile_decode": True}, precision),
+                     ("unirag, compile_decode + static_cache", {"compile_decode": True, "static_cache": True},
+                      precision)]
+    for engine, options, weights in variants:
         other = UniModel(uni.model, uni.tokenizer, uni.name, precision=args.precision, info=uni.info, **options)
         other._stop_ids = lambda: set()
         r = measure(lambda: run_unirag(other, prompt_ids, n), args.repeats)
-        rows.append({"engine": engine, "weights": f"{precision} (merged adapter)", **r})
+        rows.append({"engine": engine, "weights": f"{weights} (merged adapter)", "int8_steps": other.int8 is not None,
+                     **r})
         print(f"{engine}: {r['decode_tokens_per_s']:.1f} tokens/s (warm-up {r['warmup_s']:.0f} s)", flush=True)
     for row in rows:
-        row.update(bytes_per_token=uni_bytes, bound_tokens_per_s=uni_bound,
-                   share_of_bound=row["decode_tokens_per_s"] / uni_bound)
+        # the int8 steps read the int8 copy; the others (and compiled steps: no int8) the held weights
+        step_bytes = int8_copy if row["int8_steps"] else uni_bytes
+        bound = bound_tokens_per_s(step_bytes, bandwidth)
+        row.update(bytes_per_token=step_bytes, bound_tokens_per_s=bound,
+                   share_of_bound=row["decode_tokens_per_s"] / bound)
 
     pad_id = uni.tokenizer.pad_token_id if uni.tokenizer.pad_token_id is not None else uni.tokenizer.eos_token_id
     r = measure(lambda: run_plain(plain_model, prompt_ids, n, pad_id), args.repeats)
@@ -344,6 +438,7 @@ def main() -> None:
         "copy_bandwidth_gbs": bandwidth, "read_bandwidth_gbs": read_bandwidth,
         "fp32_weight_bytes": fp32_bytes, "fp32_bound_tokens_per_s": fp32_bound,
         "unirag_weight_bytes": uni_bytes, "unirag_bound_tokens_per_s": uni_bound, "linear_kernels": kernels,
+        "int8_quality": quality,
         "gguf": str(gguf) if gguf else None, "gguf_bytes": gguf.stat().st_size if gguf else None,
         "rows": rows,
     }

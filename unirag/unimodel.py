@@ -27,6 +27,8 @@ from .pooling import POOLINGS, Encoded, encode, padded_batch, pooled
 from .pooling import token_budget_batches as token_budget_batches  # re-exported: benchmarks and tests import it here
 from .precision import autocast, hold_linear_weights_in_bf16
 from .prefix_cache import PrefixCache, static_copy
+from .quantized_decode import Int8Decode
+from .quantized_decode import supported as int8_supported
 from .split_head import head_logits
 
 STATIC_CACHE_BUCKET = 256  # static_cache sizes are multiples of this (fewer shapes to compile)
@@ -40,7 +42,7 @@ class UniModel:
 
     def __init__(self, model, tokenizer, name: str, max_length: int = 512,
                  precision: str = "auto", info: dict | None = None, compile_decode: bool = False,
-                 bf16_weights: bool = True, static_cache: bool = False):
+                 bf16_weights: bool = True, static_cache: bool = False, int8_decode: bool = True):
         if tokenizer.eos_token_id is None:
             raise UniragError(f"the tokenizer of {name} has no EOS token; eos pooling needs one")
         self.model = model
@@ -68,6 +70,13 @@ class UniModel:
         if self.bf16_weights:
             hold_linear_weights_in_bf16(self.decoder)
         self._lm_head = model.get_output_embeddings()
+        # Generated tokens' steps read an int8 copy of the linear weights and the LM head
+        # (unirag/quantized_decode.py): faster steps for a quarter of the fp32 model's bytes more.
+        # Only with bf16-held weights (the kernel's fast path is bf16 activations) and not under
+        # torch.compile (its graphs would have to capture the switch).
+        self.int8 = (Int8Decode.for_decoder(self.decoder, self._lm_head)
+                     if int8_decode and self.bf16_weights and not compile_decode and int8_supported(self.device)
+                     else None)
         # What runs each generated token's decoder step. With compile_decode, torch.compile with
         # dynamic shapes: one graph serves every cache length, compiled once, on the first generated
         # token (its cost: docs/PERFORMANCE.md section 2).
@@ -86,7 +95,7 @@ class UniModel:
     def load(cls, model: str | None = None, adapter: str | None = "default", *, merge: bool = True,
              precision: str = "auto", max_length: int = 512, device: str | None = None,
              trust_remote_code: bool = False, compile_decode: bool = False,
-             bf16_weights: bool = True, static_cache: bool = False) -> "UniModel":
+             bf16_weights: bool = True, static_cache: bool = False, int8_decode: bool = True) -> "UniModel":
         """Load a base model (registry name, local folder or hub id) and an adapter.
 
         adapter="default" takes the UniMAE adapter shipped for registry models (none for other
@@ -94,6 +103,7 @@ class UniModel:
         compile_decode=True runs generation steps through torch.compile (faster once compiled).
         bf16_weights=False keeps fp32 weights even under bf16 autocast (e.g. to export them).
         static_cache=True decodes into a preallocated KV cache (docs/PERFORMANCE.md section 2).
+        int8_decode=False runs generated tokens on the bf16 weights instead of an int8 copy.
         """
         from .adapters import apply_adapter, weights_digest
         from .models import DEFAULT_MODEL, load_base, resolve_adapter
@@ -109,7 +119,8 @@ class UniModel:
         if device:
             base.to(device)
         return cls(base, tokenizer, name=name, max_length=max_length, precision=precision, info=info,
-                   compile_decode=compile_decode, bf16_weights=bf16_weights, static_cache=static_cache)
+                   compile_decode=compile_decode, bf16_weights=bf16_weights, static_cache=static_cache,
+                   int8_decode=int8_decode)
 
     @property
     def context_window(self) -> int:
@@ -332,11 +343,15 @@ class UniModel:
                 f"the model's context window of {self.context_window} tokens. Shorten it."
             )
 
-    def _next_token_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+    def _next_token_logits(self, hidden: torch.Tensor, int8: bool = False) -> torch.Tensor:
         """The LM head on the last position, in the head's own precision, as the model's forward
         computes it (with Gemma-style soft-capping where the config has it), its rows split over
-        threads (unirag/split_head.py: the same logits, faster on CPU)."""
-        logits = head_logits(self._lm_head, hidden[0, -1].to(self._lm_head.weight.dtype))
+        threads (unirag/split_head.py: the same logits, faster on CPU); with `int8`, from the
+        int8 copy."""
+        if int8:
+            logits = self.int8.head_logits(hidden[0, -1])
+        else:
+            logits = head_logits(self._lm_head, hidden[0, -1].to(self._lm_head.weight.dtype))
         cap = getattr(self.model.config, "final_logit_softcapping", None)
         return torch.tanh(logits / cap) * cap if cap else logits
 
@@ -365,14 +380,17 @@ class UniModel:
             # autocast only if the weights are held in bf16: with fp32 weights autocast would
             # re-cast every weight matrix on each token, a slower step (docs/PERFORMANCE.md section 2).
             # The LM head runs on the last position only, in its own (fp32) precision.
+            # With an int8 copy, generated tokens' steps (not the prompt's) run on it.
             autocast = step == 0 or self.bf16_weights
             forward = self.decoder if step == 0 else self._decode_step
+            int8 = self.int8 is not None and step > 0
             with self._lock, torch.inference_mode():
                 if step == 1 and self.static_cache:
                     cache = self._static_cache_for(cache, max_new_tokens)
-                with self._autocast() if autocast else contextlib.nullcontext():
+                with self._autocast() if autocast else contextlib.nullcontext(), \
+                        self.int8.steps() if int8 else contextlib.nullcontext():
                     hidden = forward(input_ids=step_input, past_key_values=cache, use_cache=True).last_hidden_state
-                logits = self._next_token_logits(hidden)
+                logits = self._next_token_logits(hidden, int8)
             logits = logits.float().cpu()
             if repetition is not None:
                 logits = apply_repetition(logits, generated, repetition)

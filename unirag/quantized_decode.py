@@ -1,0 +1,105 @@
+"""Generated tokens' matmuls on an int8 copy of the weights.
+
+Why: a generated token multiplies one row by every weight matrix, so a decode step costs the time
+the matmul kernels take to read the weights. PyTorch's weight-only int8 kernel
+(`torch._weight_int8pack_mm`: int8 weights, one bf16 scale per output row) reads half the bytes
+of bf16 and runs one-row products about 2.5x faster than bf16 `F.linear` on a CPU with VNNI
+(benchmarks/gemv_kernels.py). On many rows (prompts, embedding batches) it is slower than bf16,
+and it changes the numbers; so the int8 copy serves only the one-row steps of generated tokens.
+Embeddings and prompt prefills run on the bf16 weights exactly as before, and a prompt whose
+prefix comes from an embedding pass's cache still gets the same first token. The price is the
+copy: one byte per weight of the decoder's linear layers and the LM head (docs/PERFORMANCE.md
+measures memory, speed, greedy agreement and perplexity).
+
+How: every `nn.Linear` of the decoder keeps its module and parameters (state dicts, adapters,
+export and `embed` see nothing new); its instance `forward` is wrapped to take the int8 path
+while `Int8Decode.steps()` is active and the input is one row.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import types
+
+import torch
+
+# The kernel takes activations and scales in one dtype; bf16 is its fast path (VNNI dot
+# products). fp32 activations ran an order of magnitude slower, so CPUs without native bf16
+# keep the bf16/fp32 weights (`UniModel` enables this only with bf16-held weights).
+ACTIVATION_DTYPE = torch.bfloat16
+
+
+def quantize_rows(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Symmetric int8 per output row: (int8 weight [out, in], bf16 scale [out]) with
+    weight ~= int8 * scale[:, None]."""
+    weight = weight.detach().float()
+    # The kernel reads the scale in bf16: round it first (up by a hair, so the row's largest
+    # weight still fits in 127 steps) and quantize against the rounded value, so each weight is
+    # off by at most half a step.
+    scale = (weight.abs().amax(dim=1).clamp(min=1e-8) / 127 * (1 + 2 ** -7)).to(ACTIVATION_DTYPE)
+    quantized = torch.round(weight / scale.float()[:, None]).clamp(-127, 127).to(torch.int8)
+    return quantized.contiguous(), scale
+
+
+def int8_matmul(x: torch.Tensor, quantized: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """`x @ (quantized * scale).T` for x of shape (..., in), in bf16."""
+    rows = x.reshape(-1, x.shape[-1]).to(ACTIVATION_DTYPE)
+    return torch._weight_int8pack_mm(rows, quantized, scale).view(*x.shape[:-1], quantized.shape[0])
+
+
+def supported(device: torch.device) -> bool:
+    """Whether this torch build has the weight-only int8 kernel for `device` (CPU only here)."""
+    return device.type == "cpu" and hasattr(torch, "_weight_int8pack_mm")
+
+
+class Int8Decode:
+    """Int8 copies of a decoder's linear weights and of an LM head, used inside `steps()`.
+
+    Build it with `for_decoder`: several UniModels over one module share one copy.
+    """
+
+    @classmethod
+    def for_decoder(cls, decoder: torch.nn.Module, lm_head: torch.nn.Linear) -> "Int8Decode":
+        """The decoder's int8 copy, made on first use (the wrapped layers point at it)."""
+        existing = getattr(decoder, "_unirag_int8", None)
+        if existing is None:
+            existing = cls(decoder, lm_head)
+            decoder._unirag_int8 = existing
+        return existing
+
+    def __init__(self, decoder: torch.nn.Module, lm_head: torch.nn.Linear):
+        self.active = False
+        self.any_rows = False
+        self.nbytes = 0
+        for module in decoder.modules():
+            if isinstance(module, torch.nn.Linear) and module.bias is None:
+                self._wrap(module)
+        self.head_weight, self.head_scale = quantize_rows(lm_head.weight)
+        self.nbytes += self.head_weight.numel() + self.head_scale.numel() * self.head_scale.element_size()
+
+    def _wrap(self, linear: torch.nn.Linear) -> None:
+        quantized, scale = quantize_rows(linear.weight)
+        self.nbytes += quantized.numel() + scale.numel() * scale.element_size()
+        plain = linear.forward
+        switch = self
+
+        def forward(self_linear, x):
+            if switch.active and (switch.any_rows or x.shape[:-1].numel() == 1):
+                return int8_matmul(x, quantized, scale)
+            return plain(x)
+
+        linear.forward = types.MethodType(forward, linear)
+
+    @contextlib.contextmanager
+    def steps(self, any_rows: bool = False):
+        """Run one-row linear layers on the int8 copies (a generated token's step); with
+        `any_rows`, every linear layer (to measure the int8 weights, e.g. their perplexity)."""
+        self.active, self.any_rows = True, any_rows
+        try:
+            yield
+        finally:
+            self.active, self.any_rows = False, False
+
+    def head_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The LM head's logits for hidden vectors (..., hidden), from the int8 copy, as fp32."""
+        return int8_matmul(hidden, self.head_weight, self.head_scale).float()
