@@ -118,6 +118,85 @@ def test_html_and_rst_become_markdown_headings():
     assert rst_to_markdown("=====\nTop\n=====\n\nA\n---\n\nb\n\nB\n---\n") == "# Top\n\n## A\n\nb\n\n## B\n"
 
 
+def test_html_keeps_the_main_content_and_drops_page_furniture():
+    text, title = html_to_markdown(
+        "<html><head><title>Guide</title></head><body>"
+        "<header><a href='/'>Site name</a></header><nav><a href='/a'>Other page</a></nav>"
+        "<main><h1>Guide</h1><p>Main text.</p><nav aria-label='breadcrumbs'>Home / Guide</nav>"
+        "<div role='navigation'>Next topic</div><aside role='complementary'>Related links</aside>"
+        "<footer>Edit this page</footer></main>"
+        "<aside><h3>Sidebar</h3></aside><footer><p>Copyright 2026</p></footer></body></html>")
+    assert title == "Guide" and text == "# Guide\n\nMain text."
+
+
+def test_html_keeps_content_that_uses_header_aside_and_hidden_until_found():
+    # inside an article, <header> is its title block and <aside> an abstract or a footnote
+    text, _ = html_to_markdown(
+        "<body><header>Blog name</header><article><header><h1>Post</h1></header><p>Body.</p>"
+        "<aside class='footnote'><p>A footnote.</p></aside><div hidden>Dialog text</div>"
+        "<details><div hidden='until-found'>Folded answer.</div></details></article>"
+        "<aside>Recent posts</aside></body>")
+    assert text == "# Post\n\nBody.\n\nA footnote.\n\nFolded answer."
+
+
+def test_html_drops_permalink_marks_but_keeps_other_links():
+    text, _ = html_to_markdown(
+        "<main><h1>Intro<a class='headerlink' href='#intro' title='Permalink to this heading'>¶</a></h1>"
+        "<h2 id='use'>Use<a class='hash-link' href='#use' aria-label='Direct link'>&#8203;</a></h2>"
+        "<dl><dt>f(x)<a class='headerlink' href='#f'>¶</a></dt><dd>Calls it.</dd></dl>"
+        "<p>See <a href='#use'>Use</a> and <a href='other.html'>¶ other</a>.</p></main>")
+    assert "¶" not in text.replace("¶ other", "")
+    assert [path for path, _ in split_sections(text)][-1] == [(1, "Intro"), (2, "Use")]
+    assert "f(x)\n\nCalls it." in text and "See Use and ¶ other." in text
+
+
+def test_html_code_blocks_stay_verbatim_and_fenced():
+    code = "def f():\n    if x:\n\n\n        return 1  # indented, with blank lines\n# not a heading"
+    markdown_code = "# Title\n```\nfenced\n```"
+    text, _ = html_to_markdown(f"<main><p>Code:</p><pre><span>{code}</span>\n</pre>"
+                               f"<pre>{markdown_code}</pre><table><tr><th>Flag</th><th>Use</th></tr>"
+                               "<tr><td><p>-v</p></td><td><p>verbose,</p><p>chatty</p></td></tr></table></main>")
+    assert f"```\n{code}\n```" in text
+    assert f"~~~\n{markdown_code}\n~~~" in text  # code that holds ``` lines is fenced with ~~~
+    assert [path for path, _ in split_sections(text)] == [[]]  # no `#` line in code became a heading
+    assert "Flag | Use\n\n-v | verbose, chatty" in text  # a row on one line, its cells apart
+
+
+def test_html_without_main_or_article_falls_back_to_the_body():
+    text, title = html_to_markdown("<html><head><title>Plain</title></head><body><h1>Notes</h1>"
+                                   "<p>One.<p>Two.<ul><li>a<li>b</ul><nav>Menu</nav></body></html>")
+    assert title == "Plain" and text == "# Notes\n\nOne.\n\nTwo.\n\n- a\n\n- b"
+    # a page that is all furniture keeps its text rather than coming out empty
+    assert html_to_markdown("<body><header><h1>Landing</h1><p>Welcome.</p></header></body>")[0] == \
+        "# Landing\n\nWelcome."
+
+
+def test_a_new_reader_format_gives_its_files_new_chunk_ids():
+    from unirag.rag.ingest import doc_version
+    from unirag.rag.readers import READER_FORMATS
+
+    # ids of kinds read as before stay as they were (nothing re-embedded); html's changed once
+    assert doc_version("h", SMALL, 0) == doc_version("h", SMALL)
+    assert doc_version("h", SMALL, READER_FORMATS["html"]) != doc_version("h", SMALL)
+
+
+def test_sphinx_page_keeps_only_its_role_main_body():
+    sphinx = ("<html><head><title>re &#8212; Python docs</title></head><body>"
+              "<div class='related' role='navigation'><h3>Navigation</h3><ul><li><a href='x'>index</a></li>"
+              "<li><a href='m'>modules</a> |</li></ul></div>"
+              "<div class='document'><div class='documentwrapper'><div class='bodywrapper'>"
+              "<div class='body' role='main'><section id='re'><h1>re<a class='headerlink' href='#re'>¶</a></h1>"
+              "<p>Regular expressions.</p><section id='syntax'><h2>Syntax<a class='headerlink' href='#syntax'>¶</a>"
+              "</h2><div class='highlight'><pre><span class='gp'>&gt;&gt;&gt; </span>re.match('a', 'a')\n</pre></div>"
+              "</section></section></div></div></div>"
+              "<div class='sphinxsidebar' role='navigation'><h3>Table of Contents</h3><h4>Previous topic</h4>"
+              "<div role='note'><h3>This Page</h3><a href='src'>Show Source</a></div></div></div>"
+              "<div class='footer'>&copy; Copyright 2001-2026.</div></body></html>")
+    text, title = html_to_markdown(sphinx)
+    assert title == "re — Python docs"
+    assert text == "# re\n\nRegular expressions.\n\n## Syntax\n\n```\n>>> re.match('a', 'a')\n```"
+
+
 def test_bad_inputs_are_skipped_with_reasons(tmp_path, monkeypatch):
     root = tmp_path / "d"
     root.mkdir()

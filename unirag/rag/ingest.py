@@ -24,8 +24,8 @@ from pathlib import Path
 from ..errors import UniragError
 from . import store
 from .chunking import Chunk, ChunkSettings, chunk_text, embed_text
-from .readers import (DEFAULT_MAX_BYTES, KINDS, Document, Skipped, SourceFile, content_hash, parse, read_bytes,
-                      walk)
+from .readers import (DEFAULT_MAX_BYTES, KINDS, READER_FORMATS, Document, Skipped, SourceFile, content_hash, parse,
+                      read_bytes, walk)
 
 PAUSE_ENV = "UNIRAG_TEST_PAUSE_AFTER_UPSERT"  # tests only: seconds to sleep between upsert and delete
 
@@ -77,8 +77,10 @@ class _Pending:
     old_ids: set[str]
 
 
-def doc_version(file_hash: str, settings: ChunkSettings) -> str:
-    return hashlib.sha256(f"{file_hash}|{settings.signature()}".encode()).hexdigest()[:16]
+def doc_version(file_hash: str, settings: ChunkSettings, reader_format: int = 0) -> str:
+    """What a file's chunks depend on: its bytes, the chunk settings, and how its kind is read."""
+    reader = f"|reader={reader_format}" if reader_format else ""  # 0: the ids of files read as before
+    return hashlib.sha256(f"{file_hash}|{settings.signature()}{reader}".encode()).hexdigest()[:16]
 
 
 def chunk_id(root: str, source: str, version: str, index: int) -> str:
@@ -149,7 +151,7 @@ class _Run:
         if isinstance(data, Skipped):
             return self.skip(data, old)
         file_hash = content_hash(data)
-        version = doc_version(file_hash, self.settings)
+        version = doc_version(file_hash, self.settings, READER_FORMATS.get(file.kind, 0))
         if (current := self.complete_ids(file.source, version, old)) is not None:
             stale = old - current
             if stale:  # a killed run upserted this version but did not get to delete the old one
