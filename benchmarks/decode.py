@@ -8,7 +8,8 @@ bandwidth, not FLOPs. This script measures how close each engine gets to that bo
 - unirag bf16 steps: the same with `int8_decode=False`: generated tokens' steps on the bf16
   weights instead of the int8 copy (unirag/quantized_decode.py) the default reads. Beside the
   speed, the int8 copy's cost: its bytes, greedy agreement with bf16 steps over
-  `--agreement-prompts` prompts (tokens before the first difference), and wikitext-2 perplexity
+  `--agreement-prompts` prompts (tokens before the first difference; beside it, bf16 steps' and
+  int8 steps' agreement with the fp32 model, the yardstick), and wikitext-2 perplexity
   of the first `--ppl-tokens` tokens (windows of 1024) with every matmul on the int8 weights
   against the bf16 weights (`--wikitext`, skipped where the file is missing).
 - unirag static cache: the same with `static_cache=True` (generated tokens' keys and values
@@ -347,10 +348,16 @@ def main() -> None:
         bf16_steps = UniModel(uni.model, uni.tokenizer, uni.name, precision=args.precision, info=uni.info,
                               int8_decode=False)
         quality["int8_copy_bytes"] = int8_copy
-        quality["agreement"] = greedy_agreement(uni, bf16_steps, AGREEMENT_PROMPTS[:args.agreement_prompts],
-                                                n)
+        prompts = AGREEMENT_PROMPTS[:args.agreement_prompts]
+        quality["agreement"] = greedy_agreement(uni, bf16_steps, prompts, n)
         print(f"int8 copy {int8_copy / 1e6:.0f} MB; greedy agreement with bf16 steps: {quality['agreement']}",
               flush=True)
+        # the yardstick: how far bf16 steps themselves stay from the fp32 model's greedy tokens
+        fp32 = UniModel(plain_model, uni.tokenizer, uni.name, precision="fp32", info=uni.info)
+        quality["bf16_agreement_with_fp32"] = greedy_agreement(bf16_steps, fp32, prompts, n)
+        quality["int8_agreement_with_fp32"] = greedy_agreement(uni, fp32, prompts, n)
+        print(f"greedy agreement with fp32: bf16 steps {quality['bf16_agreement_with_fp32']}, "
+              f"int8 steps {quality['int8_agreement_with_fp32']}", flush=True)
         if Path(args.wikitext).exists():
             quality["perplexity"] = int8_perplexity(uni, args.wikitext, args.ppl_tokens)
             print(f"wikitext-2 perplexity: {quality['perplexity']}", flush=True)

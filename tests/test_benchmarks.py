@@ -206,3 +206,18 @@ def test_abstention_table_counts_relevance_under_each_threshold():
     assert by_threshold[0.0] == ["0/3", "0/4"]
     assert by_threshold[0.2] == ["1/3", "2/4"]
     assert by_threshold[1.5] == ["2/3", "4/4"]
+
+
+def test_decode_greedy_agreement_counts_the_shared_prefix(decode):
+    assert decode.common_prefix([1, 2, 3], [1, 2, 4, 5]) == 2
+    assert decode.common_prefix([1, 2], [1, 2, 3]) == 2
+    assert decode.common_prefix([], [7]) == 0
+
+
+def test_retrieval_split_by_word_overlap():
+    retrieval = load("retrieval")
+    words = retrieval.content_words(["Loops and looping in Rust", "the of and"])
+    assert "loop" in words[0] and "rust" in words[0] and not words[1]  # stemmed; stopwords dropped
+    rows = [{"hit@1": 1, "hit@3": 1, "hit@5": 1, "rr": 1.0}, {"hit@1": 0, "hit@3": 1, "hit@5": 1, "rr": 0.5}]
+    assert retrieval.summarize(rows, [0, 1]) == {"hit@1": 50.0, "hit@3": 100.0, "hit@5": 100.0, "rr": 75.0}
+    assert retrieval.summarize(rows, [])["hit@1"] is None
