@@ -133,3 +133,20 @@ def test_candidates_skip_units_repeated_by_overlapping_chunks():
     second = Hit("b", 0.9, "also return from inside a loop. Then the loop ends here.", "a.md")
     texts = [c.text for c in candidates([first, second])]
     assert texts == ["Loops run code again.", "You can also return from inside a loop.", "Then the loop ends here."]
+
+
+def test_a_sentence_tail_at_a_chunk_start_is_no_candidate():
+    from unirag.rag.evidence import candidates
+
+    hit = Hit("a", 1.0, "read for a reply. Sockets send and receive bytes. more words follow here.", "a.md")
+    assert [c.text for c in candidates([hit])] == ["Sockets send and receive bytes.", "more words follow here."]
+
+
+def test_a_unit_announcing_what_follows_is_quoted_with_it(tiny):
+    text = "Shadow a variable by repeating let as follows:\n\n```rust\nlet x = x + 1;\n```\n\nThe end is here."
+    hit = Hit("a", 1.0, text, "a.md", "Shadowing")
+    ev = select(tiny, "How do I shadow a variable with let?", [hit], max_words=30, scorers=("lexical",))
+    first = ev.spans[0]
+    assert first.text.startswith("Shadow a variable") and first.text.endswith("let x = x + 1;")
+    assert first.text == text[first.start:first.end]
+    assert all(s.start != text.index("let x") for s in ev.spans[1:])  # not quoted twice

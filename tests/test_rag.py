@@ -517,3 +517,12 @@ def test_chroma_server_over_http(tiny_model_dir, tmp_path):
             server.kill()
             server.wait(timeout=10)
         log.close()
+
+
+def test_markdown_comments_are_dropped_outside_code():
+    from unirag.rag.readers import strip_markdown_comments
+
+    text = ("# T\n\n<!-- Do not remove or links may break.\n-->\nText one.\n\n```html\n<!-- kept -->\n\n\nx\n```\n\n"
+            "More <!-- x --> here.")
+    assert strip_markdown_comments(text) == "# T\n\nText one.\n\n```html\n<!-- kept -->\n\n\nx\n```\n\nMore  here."
+    assert strip_markdown_comments("a <!-- never closed\nb") == "a "

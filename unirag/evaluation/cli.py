@@ -199,7 +199,8 @@ def rag(
                                                           "(default: each variant's own).")] = None,
     variants: Annotated[str, typer.Option(help="Answer variants to measure side by side, comma-separated: "
                                           "default, extractive, generated, both, chunks; '@s1+s2' picks evidence "
-                                          "scorers, '@noabstain' turns abstention off (unirag/evaluation/rag.py).")] = "default",
+                                          "scorers; switches such as '@noabstain' and '@units' turn one lever off "
+                                          "(unirag/evaluation/rag.py, answer_variants).")] = "default",
     data: DataOpt = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="JSON file for the metrics and every "
                                                    "question's ranking; a .md table is written beside it.")] = None,

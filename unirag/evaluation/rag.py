@@ -137,7 +137,7 @@ def aggregate(per_question: Sequence[Mapping[str, Any]], latencies_s: Sequence[f
 
 
 SWITCHES = {"noabstain": {"abstain_below": None}, "norepeat": {"no_repeat_ngram": 4},
-            "penalty": {"repetition_penalty": 1.2}}
+            "penalty": {"repetition_penalty": 1.2}, "units": {"whole_thoughts": False}}
 
 
 def answer_variants(names: str | Sequence[str]) -> dict[str, Any]:
@@ -145,7 +145,8 @@ def answer_variants(names: str | Sequence[str]) -> dict[str, Any]:
     (short, from the evidence), "both", or "chunks" (generated from the whole chunks with the
     general prompt, as before evidence selection). A suffix "@s1+s2" picks the evidence scorers
     (`rag/evidence.py`), "@noabstain" turns abstention off, "@norepeat" bans repeated 4-grams of
-    generated tokens and "@penalty" applies a repetition penalty of 1.2, so each lever is measured
+    generated tokens, "@penalty" applies a repetition penalty of 1.2 and "@units" quotes units as
+    cut (no "...:" unit completed, sentence tails at chunk starts kept), so each lever is measured
     alone."""
     from dataclasses import replace
 
@@ -221,7 +222,8 @@ def run_rag_eval(model, collection, questions: Sequence[Question], top_k: int = 
         selected: dict[tuple, tuple[Any, float]] = {}  # (evidence, seconds) shared by variants that select alike
         for label, settings in variants.items():
             settings = replace(settings, top_k=answer_top_k)
-            key = (settings.scorers, settings.words, settings.focused, settings.max_new_tokens)
+            key = (settings.scorers, settings.words, settings.focused, settings.max_new_tokens,
+                   settings.whole_thoughts)
             evidence, reused_s = selected.get(key, (None, 0.0)) if settings.needs_evidence else (None, 0.0)
             t0 = time.perf_counter() - reused_s  # a variant that reuses the selection is timed with it
             result = answer_hits(model, q.question, top, settings, evidence=evidence)

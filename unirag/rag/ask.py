@@ -55,6 +55,7 @@ class AskSettings:
     no_repeat_ngram: int = 0       # generated tokens only (decoding.py)
     repetition_penalty: float = 1.0
     focused: bool = True           # generate from the evidence (True) or from the whole chunks
+    whole_thoughts: bool = True    # quote "...:" units with what they introduce; skip cut sentence tails
 
     @property
     def words(self) -> int:
@@ -186,7 +187,8 @@ def answer_hits(model, question: str, hits: Sequence[Hit], settings: AskSettings
     hits, history = fit(model, question, list(hits)[: settings.top_k], history, settings.max_new_tokens, system)
     started = time.perf_counter()
     if evidence is None:
-        evidence = (evidence_mod.select(model, question, hits, settings.words, settings.scorers)
+        evidence = (evidence_mod.select(model, question, hits, settings.words, settings.scorers,
+                                        settings.whole_thoughts)
                     if hits and settings.needs_evidence else evidence_mod.Evidence([], float("-inf")))
         selected_s = time.perf_counter() - started
     else:

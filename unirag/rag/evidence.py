@@ -15,7 +15,7 @@ code lines: `sentences.py`) and each unit is scored against the question with th
 
 The chosen scorers' rankings are fused by reciprocal rank (the fusion hybrid search uses), and
 units are taken best first until `max_words`, each counted with one word more for the "[n]" it
-will be quoted with. `relevance` is the best unit's query likelihood
+will be quoted with; a unit ending in ":" is quoted with the unit it introduces. `relevance` is the best unit's query likelihood
 minus the question's likelihood after an empty passage: how much the evidence explains the
 question, comparable across questions, which is what abstention thresholds.
 """
@@ -72,6 +72,7 @@ class _Candidate:
     text: str
     window: str  # the unit with its neighbours
     heading: str
+    following: Unit | None = None  # the next unit of the same chunk, if any
 
 
 # markup that says nothing by itself: HTML tags, template includes ({{#include ...}}), link
@@ -91,10 +92,16 @@ def quotable(text: str) -> bool:
     return len(_WORD_OF_LETTERS.findall(_MARKUP.sub(" ", text))) >= MIN_WORDS
 
 
-def candidates(hits: Sequence) -> list[_Candidate]:
+def starts_mid_sentence(text: str, unit: Unit, first: bool) -> bool:
+    """Whether a chunk's first unit is the tail of a sentence its chunk's edge cut (it begins
+    with a lower-case letter): a fragment such as "read for a reply." says nothing alone."""
+    return first and not unit.code and text[unit.start:unit.start + 1].islower()
+
+
+def candidates(hits: Sequence, skip_tails: bool = True) -> list[_Candidate]:
     """Every quotable unit of every hit, with the text around it. Retrieved chunks overlap, so a
     unit contained in one already taken from a higher-ranked hit (a sentence cut by the chunk's
-    edge, or the same sentence again) is left out."""
+    edge, or the same sentence again) is left out, as is a sentence tail at a chunk's start."""
     out: list[_Candidate] = []
     taken: list[str] = []
     for i, hit in enumerate(hits):
@@ -102,12 +109,20 @@ def candidates(hits: Sequence) -> list[_Candidate]:
         for j, unit in enumerate(units):
             text = hit.text[unit.start:unit.end]
             normal = _normal(text)
-            if not quotable(text) or any(normal in seen for seen in taken):
+            if (not quotable(text) or (skip_tails and starts_mid_sentence(hit.text, unit, j == 0))
+                    or any(normal in seen for seen in taken)):
                 continue
             taken.append(normal)
             lo, hi = units[max(j - 1, 0)].start, units[min(j + 1, len(units) - 1)].end
-            out.append(_Candidate(i, unit, text, hit.text[lo:hi], hit.heading))
+            following = units[j + 1] if j + 1 < len(units) else None
+            out.append(_Candidate(i, unit, text, hit.text[lo:hi], hit.heading, following))
     return out
+
+
+def announces(text: str) -> bool:
+    """Whether a unit introduces what comes next ("... as follows:", "For example:"): quoted
+    alone it promises an answer it does not hold."""
+    return text.rstrip().endswith(":")
 
 
 def _ranks(values: Sequence[float]) -> np.ndarray:
@@ -123,15 +138,15 @@ def _mean_logprobs(model, context_ids: list[int], continuations: Sequence[list[i
     return [total / max(len(ids), 1) for (total, _), ids in zip(scores, continuations)]
 
 
-def score(model, question: str, hits: Sequence, scorers: Sequence[str] = DEFAULT_SCORERS
-          ) -> tuple[list[_Candidate], dict[str, list[float]], float]:
+def score(model, question: str, hits: Sequence, scorers: Sequence[str] = DEFAULT_SCORERS,
+          skip_tails: bool = True) -> tuple[list[_Candidate], dict[str, list[float]], float]:
     """(candidates, {scorer: score per candidate}, question log-likelihood after an empty passage).
 
     The likelihood is always computed: abstention reads it."""
     unknown = set(scorers) - set(SCORERS)
     if unknown:
         raise ValueError(f"unknown evidence scorer(s) {sorted(unknown)}; choose from {SCORERS}")
-    cands = candidates(hits)
+    cands = candidates(hits, skip_tails)
     if not cands:
         return [], {}, 0.0
     tok = model.tokenizer
@@ -170,20 +185,35 @@ def fuse(scores: dict[str, list[float]], scorers: Sequence[str]) -> np.ndarray:
 
 
 def select(model, question: str, hits: Sequence, max_words: int = MAX_WORDS,
-           scorers: Sequence[str] = DEFAULT_SCORERS) -> Evidence:
+           scorers: Sequence[str] = DEFAULT_SCORERS, whole_thoughts: bool = True) -> Evidence:
     """The best units, best first, until `max_words` (each unit counts one word more, for its
-    "[n]"); the first is always kept."""
-    cands, scores, null = score(model, question, hits, scorers)
+    "[n]"); the first is always kept. With `whole_thoughts`, a unit ending in ":" is quoted with
+    the unit it introduces and sentence tails at a chunk's start are no candidates."""
+    cands, scores, null = score(model, question, hits, scorers, whole_thoughts)
     if not cands:
         return Evidence([], float("-inf"))
     fused = fuse(scores, scorers)
     spans, words = [], 0
+    covered: set[tuple[int, int]] = set()  # (hit, start) of units already inside a chosen span
     for i in np.argsort(-fused, kind="stable"):
-        n = word_count(cands[i].text) + 1
+        c = cands[i]
+        if (c.hit, c.unit.start) in covered:
+            continue
+        end = c.unit.end
+        # a unit that announces what follows is quoted with it (the code line or sentence it
+        # introduces), when that fits
+        if (whole_thoughts and announces(c.text) and c.following is not None
+                and (c.hit, c.following.start) not in covered):
+            extended = hits[c.hit].text[c.unit.start:c.following.end]
+            if word_count(extended) + 1 + words <= max_words or not spans:
+                end = c.following.end
+                covered.add((c.hit, c.following.start))
+        text = hits[c.hit].text[c.unit.start:end]
+        n = word_count(text) + 1
         if spans and words + n > max_words:
             continue
-        c = cands[i]
-        spans.append(Span(c.hit, c.unit.start, c.unit.end, c.text, float(fused[i]), scores["likelihood"][i]))
+        covered.add((c.hit, c.unit.start))
+        spans.append(Span(c.hit, c.unit.start, end, text, float(fused[i]), scores["likelihood"][i]))
         words += n
         if words >= max_words:
             break

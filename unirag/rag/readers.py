@@ -28,7 +28,8 @@ DEFAULT_MAX_BYTES = 20 * 1024 * 1024
 # Bump a kind's number when its reader turns the same file into different text: ingest then
 # re-reads and re-embeds those files instead of keeping their old chunks (kinds absent: 0).
 # html 1: the main content only (navigation, sidebars, header/footer and permalinks dropped)
-READER_FORMATS = {"html": 1}
+# markdown 1: HTML comments dropped (outside code)
+READER_FORMATS = {"html": 1, "markdown": 1}
 
 
 @dataclass(frozen=True)
@@ -134,6 +135,8 @@ def parse(file: SourceFile, data: bytes) -> Document | Skipped:
         text, title = html_to_markdown(text)
     elif file.kind == "rst":
         text = rst_to_markdown(text)
+    elif file.kind == "markdown":
+        text = strip_markdown_comments(text)
     markdown = file.kind != "text"
     if not text.strip():
         return Skipped(file.source, "no text (only whitespace or markup)")
@@ -402,6 +405,34 @@ def html_to_markdown(html: str) -> tuple[str, str]:
         else:
             out.text(event.data)
     return out.result(), parser.title
+
+
+# ---------------------------------------------------------------------- Markdown
+_COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.DOTALL)
+_CODE_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})", re.MULTILINE)
+
+
+def strip_markdown_comments(text: str) -> str:
+    """The text without its HTML comments (`<!-- ... -->`), except inside code fences.
+
+    A rendered page never shows them; left in, their notes to the authors ("Do not remove or
+    links may break", build instructions) became chunks and quoted "evidence".
+    """
+    def prose(segment: str) -> str:  # the comment's own line break stays: one blank line at most
+        return re.sub(r"\n{3,}", "\n\n", _COMMENT.sub("", segment))
+
+    out, pos, fence = [], 0, None
+    for match in _CODE_FENCE.finditer(text):
+        if fence is None:
+            out.append(prose(text[pos:match.start()]))
+            pos, fence = match.start(), match.group(1)[0]
+        elif match.group(1)[0] == fence:
+            line_end = text.find("\n", match.end())
+            end = len(text) if line_end < 0 else line_end
+            out.append(text[pos:end])
+            pos, fence = end, None
+    out.append(text[pos:] if fence else prose(text[pos:]))
+    return "".join(out)
 
 
 # ---------------------------------------------------------------------- reStructuredText
