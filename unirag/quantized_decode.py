@@ -13,7 +13,9 @@ measures memory, speed, greedy agreement and perplexity).
 
 How: every `nn.Linear` of the decoder keeps its module and parameters (state dicts, adapters,
 export and `embed` see nothing new); its instance `forward` is wrapped to take the int8 path
-while `Int8Decode.steps()` is active and the input is one row.
+while `Int8Decode.steps()` is active and the input is one row. A Llama-architecture decoder's
+generated tokens skip those wrappers: unirag/lean_step.py reads the same copies directly, a
+layer's q/k/v and gate/up stacked into one matrix each (`Int8Decode.fused`).
 """
 
 from __future__ import annotations
@@ -52,6 +54,25 @@ def supported(device: torch.device) -> bool:
     return device.type == "cpu" and hasattr(torch, "_weight_int8pack_mm")
 
 
+class Int8Rows:
+    """One weight matrix's int8 copy: weight ~= quantized * scale[:, None]."""
+
+    def __init__(self, quantized: torch.Tensor, scale: torch.Tensor):
+        self.quantized, self.scale = quantized, scale
+
+    @classmethod
+    def of(cls, weight: torch.Tensor) -> "Int8Rows":
+        return cls(*quantize_rows(weight))
+
+    @property
+    def nbytes(self) -> int:
+        return self.quantized.numel() + self.scale.numel() * self.scale.element_size()
+
+    def matmul(self, x: torch.Tensor) -> torch.Tensor:
+        """`x @ weight.T` on the int8 copy, in bf16 (through the module's `int8_matmul`)."""
+        return int8_matmul(x, self.quantized, self.scale)
+
+
 class Int8Decode:
     """Int8 copies of a decoder's linear weights and of an LM head, used inside `steps()`.
 
@@ -70,25 +91,49 @@ class Int8Decode:
     def __init__(self, decoder: torch.nn.Module, lm_head: torch.nn.Linear):
         self.active = False
         self.any_rows = False
-        self.nbytes = 0
+        self.rows: dict[torch.nn.Linear, Int8Rows] = {}  # each wrapped layer's copy
+        self._fused: dict[tuple[int, ...], Int8Rows] = {}
         for module in decoder.modules():
             if isinstance(module, torch.nn.Linear) and module.bias is None:
                 self._wrap(module)
-        self.head_weight, self.head_scale = quantize_rows(lm_head.weight)
-        self.nbytes += self.head_weight.numel() + self.head_scale.numel() * self.head_scale.element_size()
+        self.head = Int8Rows.of(lm_head.weight)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the int8 copies and their scales (fused copies share their layers' bytes)."""
+        return sum(rows.nbytes for rows in self.rows.values()) + self.head.nbytes
 
     def _wrap(self, linear: torch.nn.Linear) -> None:
-        quantized, scale = quantize_rows(linear.weight)
-        self.nbytes += quantized.numel() + scale.numel() * scale.element_size()
+        self.rows[linear] = Int8Rows.of(linear.weight)
         plain = linear.forward
         switch = self
 
         def forward(self_linear, x):
             if switch.active and (switch.any_rows or x.shape[:-1].numel() == 1):
-                return int8_matmul(x, quantized, scale)
+                return switch.rows[self_linear].matmul(x)
             return plain(x)
 
         linear.forward = types.MethodType(forward, linear)
+
+    def fused(self, linears: list[torch.nn.Linear]) -> Int8Rows:
+        """One int8 matrix for linear layers that read the same input (a layer's q/k/v, or its
+        gate/up): their copies' rows stacked, in order.
+
+        Why: one kernel call instead of several (each call launches its threads). Scales are per
+        row, so each output is computed exactly as by its own layer's copy. The layers' copies
+        become views of the stacked rows, so fusing costs no memory. Made once per group.
+        """
+        key = tuple(id(linear) for linear in linears)
+        if key not in self._fused:
+            parts = [self.rows[linear] for linear in linears]
+            stacked = Int8Rows(torch.cat([p.quantized for p in parts]), torch.cat([p.scale for p in parts]))
+            begin = 0
+            for linear, part in zip(linears, parts):
+                end = begin + part.quantized.shape[0]
+                self.rows[linear] = Int8Rows(stacked.quantized[begin:end], stacked.scale[begin:end])
+                begin = end
+            self._fused[key] = stacked
+        return self._fused[key]
 
     @contextlib.contextmanager
     def steps(self, any_rows: bool = False):
@@ -102,4 +147,4 @@ class Int8Decode:
 
     def head_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """The LM head's logits for hidden vectors (..., hidden), from the int8 copy, as fp32."""
-        return int8_matmul(hidden, self.head_weight, self.head_scale).float()
+        return self.head.matmul(hidden).float()

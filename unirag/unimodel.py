@@ -23,6 +23,7 @@ import torch
 from .decoding import RepetitionControl, apply_repetition, sample
 from .errors import UniragError
 from .hardware import resolve_precision
+from .lean_step import LeanStep
 from .pooling import POOLINGS, Encoded, encode, padded_batch, pooled
 from .pooling import token_budget_batches as token_budget_batches  # re-exported: benchmarks and tests import it here
 from .precision import autocast, hold_linear_weights_in_bf16
@@ -77,6 +78,15 @@ class UniModel:
         self.int8 = (Int8Decode.for_decoder(self.decoder, self._lm_head)
                      if int8_decode and self.bf16_weights and not compile_decode and int8_supported(self.device)
                      else None)
+        # With the int8 copy, a Llama-architecture decoder's generated tokens skip transformers'
+        # forward: unirag/lean_step.py runs the same operations straight over the layer weights
+        # into a preallocated KV cache (its docstring says why that is faster and what it refuses).
+        # Its cache is preallocated already, so static_cache changes nothing where it runs.
+        self._lean = None
+        if self.int8 is not None:
+            self._lean, why_not = LeanStep.for_decoder(self.decoder, self.int8)
+            if why_not:
+                log.info("generated tokens run transformers' forward (no lean step: %s)", why_not)
         # What runs each generated token's decoder step. With compile_decode, torch.compile with
         # dynamic shapes: one graph serves every cache length, compiled once, on the first generated
         # token (its cost: docs/PERFORMANCE.md section 2).
@@ -376,20 +386,21 @@ class UniModel:
             # grad mode and the lock must never be held across a yield.
             # Step 0 runs the part of the prompt the cache lacks (even a single token) under
             # autocast and eagerly: with or without a reused prefix the prompt is computed alike,
-            # so reuse stays exact. Later steps go through `_decode_step` (compiled or not), under
-            # autocast only if the weights are held in bf16: with fp32 weights autocast would
-            # re-cast every weight matrix on each token, a slower step (docs/PERFORMANCE.md section 2).
+            # so reuse stays exact. Later steps go through the lean step where there is one
+            # (its own KV cache, filled from the prompt's), else through `_decode_step` (compiled
+            # or not), under autocast only if the weights are held in bf16: with fp32 weights
+            # autocast would re-cast every weight matrix on each token, a slower step
+            # (docs/PERFORMANCE.md section 2).
             # The LM head runs on the last position only, in its own (fp32) precision.
             # With an int8 copy, generated tokens' steps (not the prompt's) run on it.
-            autocast = step == 0 or self.bf16_weights
-            forward = self.decoder if step == 0 else self._decode_step
             int8 = self.int8 is not None and step > 0
             with self._lock, torch.inference_mode():
-                if step == 1 and self.static_cache:
-                    cache = self._static_cache_for(cache, max_new_tokens)
-                with self._autocast() if autocast else contextlib.nullcontext(), \
-                        self.int8.steps() if int8 else contextlib.nullcontext():
-                    hidden = forward(input_ids=step_input, past_key_values=cache, use_cache=True).last_hidden_state
+                if step == 1:
+                    cache = self._cache_for_steps(cache, max_new_tokens)
+                if step > 0 and self._lean is not None:
+                    hidden = self._lean.hidden(generated[-1], cache)
+                else:
+                    hidden = self._forward_step(step, step_input, cache, int8)
                 logits = self._next_token_logits(hidden, int8)
             logits = logits.float().cpu()
             if repetition is not None:
@@ -401,3 +412,20 @@ class UniModel:
             yield next_id
             step_input = torch.tensor([[next_id]], device=self.device)
 
+    def _cache_for_steps(self, cache, max_new_tokens: int):
+        """Where generated tokens' keys and values go after the prompt's step: the lean step's
+        KV cache, a StaticCache (static_cache=True), or the prompt's DynamicCache itself."""
+        if self._lean is not None:
+            return self._lean.new_cache(cache, max_new_tokens)
+        if self.static_cache:
+            return self._static_cache_for(cache, max_new_tokens)
+        return cache
+
+    def _forward_step(self, step: int, step_input: torch.Tensor, cache, int8: bool) -> torch.Tensor:
+        """One step through transformers' forward: the prompt's (eager, under autocast) or a
+        generated token's (through `_decode_step`; on the int8 copies with `int8`)."""
+        autocast = step == 0 or self.bf16_weights
+        forward = self.decoder if step == 0 else self._decode_step
+        with self._autocast() if autocast else contextlib.nullcontext(), \
+                self.int8.steps() if int8 else contextlib.nullcontext():
+            return forward(input_ids=step_input, past_key_values=cache, use_cache=True).last_hidden_state

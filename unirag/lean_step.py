@@ -1,0 +1,232 @@
+"""A lean decode step for Llama-architecture decoders: one generated token through the layer
+weights' int8 copies, with no transformers module in between.
+
+Why: the int8 copies (unirag/quantized_decode.py) made the matmul kernels cheap enough that
+the rest of a generated token's step weighs as much: transformers' per-module Python, the
+DynamicCache growing every layer's keys and values by concatenation, the attention mask built
+each step, and autocast casting the whole cache to bf16 in every layer. One query token needs
+none of that: it attends to every cached position, and its keys and values can be written into
+tensors sized once for the whole generation.
+
+What it computes: the operations of transformers' `LlamaModel.forward` as `UniModel` runs a
+generated token (bf16 autocast, bf16-held weights, int8-wrapped linear layers), in the same
+order and dtypes, so the logits are that path's:
+- RMSNorm and the residual stream in fp32, each linear layer on bf16 activations (its int8 copy
+  returns bf16), RoPE in fp32 with the cos/sin of the model's own rotary module (so any rope
+  scaling the config asks for), attention in bf16 through SDPA with grouped-query heads;
+- q/k/v and gate/up as one int8 matmul each (rows stacked, per-row scales: every output is
+  the one its own layer's copy gives), so a layer runs 4 kernel calls instead of 7;
+- keys and values kept in bf16: autocast hands SDPA the cache cast to bf16 anyway, and a
+  value cast once is the value cast each step.
+
+Anything it does not reproduce (attention or MLP biases, sliding windows, soft-capping, another
+architecture or attention implementation, hooks on the modules) is refused once, when
+`LeanStep.for_decoder` is asked, and `UniModel` keeps transformers' forward for those models.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from .quantized_decode import ACTIVATION_DTYPE, Int8Decode, Int8Rows
+
+
+def unsupported_reason(decoder: torch.nn.Module, int8: Int8Decode) -> str | None:
+    """Why the lean step cannot stand in for `decoder`'s forward on generated tokens, or None.
+
+    Checked by module class and config, not by model name: a checkpoint of another name with the
+    Llama modules and a plain config is served; anything the step would compute differently is
+    refused rather than approximated.
+    """
+    from transformers.models.llama import modeling_llama as llama
+
+    if not isinstance(decoder, llama.LlamaModel):
+        return f"{type(decoder).__name__} is not a LlamaModel"
+    return _config_reason(decoder.config) or _modules_reason(decoder, int8)
+
+
+def _config_reason(config) -> str | None:
+    """What in a LlamaModel's config the step does not compute (None: nothing)."""
+    if config._attn_implementation != "sdpa":
+        return f"attention implementation {config._attn_implementation!r} (the step reproduces sdpa)"
+    if getattr(config, "attention_bias", False) or getattr(config, "mlp_bias", False):
+        return "attention or MLP biases"
+    if config.hidden_act not in ("silu", "swish"):
+        return f"activation {config.hidden_act!r}"
+    layer_types = getattr(config, "layer_types", None) or ()
+    if getattr(config, "sliding_window", None) or any(kind != "full_attention" for kind in layer_types):
+        return "sliding-window layers"  # a DynamicCache would also keep only the window
+    if getattr(config, "attn_logit_softcapping", None) or getattr(config, "final_logit_softcapping", None):
+        return "logit soft-capping"
+    if getattr(config, "pretraining_tp", 1) != 1 or getattr(config, "attention_dropout", 0.0):
+        return "tensor-parallel slicing or attention dropout"
+    return None
+
+
+def _modules_reason(decoder: torch.nn.Module, int8: Int8Decode) -> str | None:
+    """What in a LlamaModel's modules the step would skip or misread (None: nothing): modules
+    swapped for others, linear layers without an int8 copy, forward hooks."""
+    from transformers.models.llama import modeling_llama as llama
+
+    layers = decoder.layers[: decoder.config.num_hidden_layers]
+    if len(layers) < decoder.config.num_hidden_layers:
+        return "fewer layers than the config names"
+    for layer in layers:
+        attention, mlp = layer.self_attn, layer.mlp
+        norms = (layer.input_layernorm, layer.post_attention_layernorm)
+        if not (isinstance(layer, llama.LlamaDecoderLayer) and isinstance(attention, llama.LlamaAttention)
+                and isinstance(mlp, llama.LlamaMLP) and all(isinstance(n, llama.LlamaRMSNorm) for n in norms)):
+            return "a layer made of other modules than Llama's"
+        linears = (attention.q_proj, attention.k_proj, attention.v_proj, attention.o_proj,
+                   mlp.gate_proj, mlp.up_proj, mlp.down_proj)
+        if any(linear not in int8.rows for linear in linears):
+            return "a linear layer without an int8 copy"
+    if not isinstance(decoder.norm, llama.LlamaRMSNorm) or type(decoder.embed_tokens) is not torch.nn.Embedding:
+        return "a final norm or embedding other than Llama's"
+    hooked = [name for name, module in decoder.named_modules() if module._forward_hooks or module._forward_pre_hooks]
+    if hooked:
+        return f"forward hooks on {hooked[0]!r}"  # the step would skip what they do
+    return None
+
+
+@dataclass
+class _Layer:
+    """One decoder layer's weights as the step reads them."""
+
+    input_norm: tuple[torch.Tensor, float]  # (weight, epsilon)
+    post_norm: tuple[torch.Tensor, float]
+    qkv: Int8Rows
+    o: Int8Rows
+    gate_up: Int8Rows
+    down: Int8Rows
+
+
+class KVCache:
+    """Every layer's keys and values in tensors sized once for a whole generation.
+
+    `keys[i]`/`values[i]` are layer i's, shaped (kv_heads, capacity, head_dim), in bf16; the
+    first `length` positions are filled. A new token's keys are written in place, where a
+    DynamicCache would concatenate (copy) every layer's cache at every token.
+    """
+
+    def __init__(self, layers: int, kv_heads: int, head_dim: int, capacity: int):
+        shape = (layers, kv_heads, capacity, head_dim)
+        self.keys = torch.empty(shape, dtype=ACTIVATION_DTYPE)
+        self.values = torch.empty(shape, dtype=ACTIVATION_DTYPE)
+        self.length = 0
+
+    @property
+    def capacity(self) -> int:
+        return self.keys.shape[2]
+
+    def fill_from(self, cache: Any) -> "KVCache":
+        """Copy a transformers DynamicCache's positions (one row) in. Under autocast its keys are
+        fp32 after RoPE and SDPA reads them cast to bf16; the same cast happens here, once."""
+        length = cache.get_seq_length()
+        if length > self.capacity:
+            raise ValueError(f"a cache of {length} positions does not fit in {self.capacity}")
+        for index, layer in enumerate(cache.layers):
+            self.keys[index, :, :length] = layer.keys[0]
+            self.values[index, :, :length] = layer.values[0]
+        self.length = length
+        return self
+
+
+class LeanStep:
+    """The decode step for one Llama-architecture decoder and its int8 copies (module docstring).
+
+    It holds no generation's state (that is the `KVCache`), so one serves every generation on the
+    decoder; steps still have to be serialised like any other pass on the shared weights.
+    """
+
+    @classmethod
+    def for_decoder(cls, decoder: torch.nn.Module, int8: Int8Decode) -> tuple["LeanStep | None", str | None]:
+        """(the step, None), or (None, why not) where `unsupported_reason` refuses the decoder."""
+        reason = unsupported_reason(decoder, int8)
+        return (None, reason) if reason else (cls(decoder, int8), None)
+
+    def __init__(self, decoder: torch.nn.Module, int8: Int8Decode):
+        config = decoder.config
+        self.embed = decoder.embed_tokens.weight
+        self.rotary = decoder.rotary_emb
+        self.norm = (decoder.norm.weight, decoder.norm.variance_epsilon)
+        self.head = int8.head
+        first = decoder.layers[0].self_attn
+        self.head_dim, self.scaling = first.head_dim, first.scaling
+        self.heads, self.kv_heads = config.num_attention_heads, config.num_key_value_heads
+        self.layers = [self._layer(layer, int8) for layer in decoder.layers[: config.num_hidden_layers]]
+
+    @staticmethod
+    def _layer(layer: torch.nn.Module, int8: Int8Decode) -> _Layer:
+        attention, mlp = layer.self_attn, layer.mlp
+        return _Layer(
+            input_norm=(layer.input_layernorm.weight, layer.input_layernorm.variance_epsilon),
+            post_norm=(layer.post_attention_layernorm.weight, layer.post_attention_layernorm.variance_epsilon),
+            qkv=int8.fused([attention.q_proj, attention.k_proj, attention.v_proj]),
+            o=int8.rows[attention.o_proj],
+            gate_up=int8.fused([mlp.gate_proj, mlp.up_proj]),
+            down=int8.rows[mlp.down_proj])
+
+    def new_cache(self, cache: Any, new_tokens: int) -> KVCache:
+        """A KVCache holding `cache`'s positions (the prompt's DynamicCache) and room for
+        `new_tokens` more."""
+        capacity = cache.get_seq_length() + new_tokens
+        return KVCache(len(self.layers), self.kv_heads, self.head_dim, capacity).fill_from(cache)
+
+    def hidden(self, token_id: int, cache: KVCache) -> torch.Tensor:
+        """The final norm's output (1, 1, hidden) in fp32 for `token_id` at position
+        `cache.length`, whose keys and values it appends. It needs no autocast context: every
+        cast that autocast makes in transformers' forward is written out here."""
+        if cache.length >= cache.capacity:
+            raise ValueError(f"the KV cache is full ({cache.capacity} positions)")
+        position = cache.length
+        x = self.embed[token_id].view(1, -1)
+        cos, sin = self.rotary(x, torch.tensor([[position]]))
+        cos, sin = cos.view(1, -1), sin.view(1, -1)
+        for index, layer in enumerate(self.layers):
+            x = x + self._attention(index, layer, rms_norm(x, *layer.input_norm), cos, sin, cache)
+            x = x + self._mlp(layer, rms_norm(x, *layer.post_norm))
+        cache.length = position + 1
+        return rms_norm(x, *self.norm).view(1, 1, -1)
+
+    def _attention(self, index: int, layer: _Layer, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                   cache: KVCache) -> torch.Tensor:
+        """Self-attention of the new token over every cached position and itself (bf16 out)."""
+        d, rotated = self.head_dim, self.heads + self.kv_heads
+        qkv = layer.qkv.matmul(x).view(-1, d)  # (heads + 2 kv_heads, d) in bf16
+        # RoPE on the queries and keys together, in cos/sin's dtype (fp32): transformers'
+        # apply_rotary_pos_emb promotes bf16 q/k to it in each product; promoting once first
+        # gives the same values with fewer casts. SDPA then reads them in bf16.
+        qk = qkv[:rotated].to(cos.dtype)
+        qk = (qk * cos + rotate_half(qk) * sin).to(ACTIVATION_DTYPE)
+        end = cache.length + 1
+        cache.keys[index, :, cache.length] = qk[self.heads:]
+        cache.values[index, :, cache.length] = qkv[rotated:]
+        out = F.scaled_dot_product_attention(
+            qk[: self.heads].view(1, self.heads, 1, d), cache.keys[index, None, :, :end],
+            cache.values[index, None, :, :end], scale=self.scaling, enable_gqa=self.heads != self.kv_heads)
+        return layer.o.matmul(out.view(1, -1))  # (1, heads, 1, d) is already the heads side by side
+
+    @staticmethod
+    def _mlp(layer: _Layer, x: torch.Tensor) -> torch.Tensor:
+        """SiLU-gated MLP (bf16 out): gate and up from one matmul."""
+        gate, up = layer.gate_up.matmul(x).chunk(2, dim=-1)
+        return layer.down.matmul(F.silu(gate) * up)
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """Llama's RMSNorm with its operations in its order and dtypes, so the same bits (the
+    residual stream is fp32 as UniModel loads models; the casts are then no-ops)."""
+    dtype = x.dtype
+    x = x.float()
+    return weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)).to(dtype)
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    """Each head's second half, negated, before its first half (RoPE's rotation partner)."""
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
