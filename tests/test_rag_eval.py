@@ -176,6 +176,11 @@ def test_eval_rag_command_on_tiny_model(tiny_model_dir, tmp_path):
     assert again.exit_code == 0, again.output
     assert "0 added, 0 changed, 0 removed, 3 unchanged" in again.output
     assert json.loads(out.read_text())["metrics"]["mrr"] == m["mrr"]
+    (docs / "new.md").write_text("# New\n\nA page added after the collection was built.\n")
+    as_is = runner.invoke(eval_app, args + ["--no-ingest"])  # scores the collection as it is
+    assert as_is.exit_code == 0 and "not ingested" in as_is.output, as_is.output
+    assert json.loads(out.read_text())["chunks"] == 3
+    (docs / "new.md").unlink()
     answered = runner.invoke(eval_app, args + ["--answers", "1", "--answer-top-k", "2",
                                                 "--variants", "extractive@noabstain,generated@noabstain",
                                                 "--max-new-tokens", "8"])

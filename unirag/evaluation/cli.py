@@ -206,6 +206,8 @@ def rag(
                                                    "question's ranking; a .md table is written beside it.")] = None,
     precision: PrecisionOpt = "auto",
     progress: ProgressOpt = True,
+    ingest: Annotated[bool, typer.Option(help="Bring --collection in line with --docs first; --no-ingest scores "
+                                         "the collection as it is (e.g. one built by an earlier version).")] = True,
 ):
     """Retrieval quality on a question set: file-level hit@1/3/5, MRR and p50 latency of `retrieve`.
 
@@ -239,9 +241,11 @@ def rag(
     uni = load_model(model, adapter, precision)
     if chunk_size + 32 > uni.max_length:
         raise UniragError(f"--chunk-size {chunk_size} leaves no room under the model's max_length {uni.max_length}")
-    coll = open_collection(connect(db), collection, uni, create=True)
-    summary = run_ingest(uni, coll, docs, settings=settings, progress=progress)
-    typer.echo(f"unirag: {collection!r}: {summary.line()}", err=True)
+    coll = open_collection(connect(db), collection, uni, create=ingest)
+    summary_line = "not ingested (--no-ingest)"
+    if ingest:
+        summary_line = run_ingest(uni, coll, docs, settings=settings, progress=progress).line()
+    typer.echo(f"unirag: {collection!r}: {summary_line}", err=True)
     root = str((docs if docs.is_dir() else docs.parent).resolve())
     own = len(records(coll, {"root": root}))
     if own != coll.count():
@@ -269,7 +273,7 @@ def rag(
                   "retrieval": retrieval, "rerank": rerank, "rerank_fusion": rerank_fusion,
                   "expand": expand,
                   "chunks": coll.count(), "top_k": top_k, "chunk_settings": settings.signature(),
-                  "ingest": summary.line(), **result}
+                  "ingest": summary_line, **result}
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(json.dumps(record, indent=2), encoding="utf-8")
         output.with_suffix(".md").write_text(table, encoding="utf-8")
