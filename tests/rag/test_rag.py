@@ -30,7 +30,7 @@ from unirag.rag.pipeline import answer, build_prompt, citations, fit
 from unirag.rag.pipeline import retrieve as run_retrieve
 from unirag.rag.readers import Skipped, html_to_markdown, parse, read_bytes, rst_to_markdown, walk
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SMALL = ChunkSettings(chunk_size=32, overlap=8)
 SENTENCES = ["The cat sat on the mat.", "A dog ran in the park.", "Paris is the capital of France.",
              "Rust has ownership and borrowing.", "Loops can return values with break."]
