@@ -349,6 +349,7 @@ def main() -> None:
                               int8_decode=False)
         quality["int8_copy_bytes"] = int8_copy
         prompts = AGREEMENT_PROMPTS[:args.agreement_prompts]
+        del uni._stop_ids  # agreement compares answers as users get them: ending at EOS
         quality["agreement"] = greedy_agreement(uni, bf16_steps, prompts, n)
         print(f"int8 copy {int8_copy / 1e6:.0f} MB; greedy agreement with bf16 steps: {quality['agreement']}",
               flush=True)
@@ -358,6 +359,7 @@ def main() -> None:
         quality["int8_agreement_with_fp32"] = greedy_agreement(uni, fp32, prompts, n)
         print(f"greedy agreement with fp32: bf16 steps {quality['bf16_agreement_with_fp32']}, "
               f"int8 steps {quality['int8_agreement_with_fp32']}", flush=True)
+        uni._stop_ids = lambda: set()
         if Path(args.wikitext).exists():
             quality["perplexity"] = int8_perplexity(uni, args.wikitext, args.ppl_tokens)
             print(f"wikitext-2 perplexity: {quality['perplexity']}", flush=True)

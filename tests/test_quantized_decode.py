@@ -258,3 +258,20 @@ def test_other_models_fall_back_to_the_forward(tiny_model_dir, caplog, monkeypat
     tokens = list(uni.generate_ids(uni.prompt_ids("The cat sat on the mat because"), max_new_tokens=6))
     wrapped = len(uni.int8.rows)  # every linear layer without a bias
     assert len(tokens) >= 2 and len(calls) == (len(tokens) - 1) * (wrapped + 1)
+
+
+def test_leading_logits_are_recomputed_from_the_head_itself():
+    """The int8 head's bf16 output decides no near-tie: its REFINE_TOP leading logits are the
+    head's own, so greedy picks the unquantized head's argmax whenever that is among them."""
+    from unirag.quantized_decode import REFINE_TOP, Int8Decode
+
+    torch.manual_seed(0)
+    head = torch.nn.Linear(32, 500, bias=False)
+    copy = Int8Decode(torch.nn.Sequential(torch.nn.Linear(32, 32, bias=False)), head)
+    for hidden in (torch.randn(32), torch.randn(3, 32)):
+        logits = copy.head_logits(hidden)
+        exact = head(hidden)
+        assert logits.shape == exact.shape and logits.dtype == torch.float32
+        top = copy.head.matmul(hidden).float().topk(REFINE_TOP, dim=-1).indices  # the int8 shortlist
+        torch.testing.assert_close(logits.gather(-1, top), exact.gather(-1, top))
+        assert torch.equal(logits.argmax(-1), exact.argmax(-1))

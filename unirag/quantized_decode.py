@@ -29,6 +29,7 @@ import torch
 # products). fp32 activations ran an order of magnitude slower, so CPUs without native bf16
 # keep the bf16/fp32 weights (`UniModel` enables this only with bf16-held weights).
 ACTIVATION_DTYPE = torch.bfloat16
+REFINE_TOP = 16  # leading logits recomputed exactly per token (Int8Decode.head_logits)
 
 
 def quantize_rows(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -97,6 +98,7 @@ class Int8Decode:
             if isinstance(module, torch.nn.Linear) and module.bias is None:
                 self._wrap(module)
         self.head = Int8Rows.of(lm_head.weight)
+        self.exact_head = lm_head.weight  # the head's own weights (no copy): see head_logits
 
     @property
     def nbytes(self) -> int:
@@ -146,5 +148,15 @@ class Int8Decode:
             self.active, self.any_rows = False, False
 
     def head_logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        """The LM head's logits for hidden vectors (..., hidden), from the int8 copy, as fp32."""
-        return self.head.matmul(hidden).float()
+        """The LM head's logits for hidden vectors (..., hidden) as fp32: every logit from the
+        int8 copy, then the REFINE_TOP highest recomputed from the head's own weights.
+
+        Why: the kernel returns bf16, whose step near a typical top logit (about 20) is 0.125, so
+        near-ties between the leading tokens were decided by rounding and greedy text parted from
+        the unquantized model's early. The leading tokens' exact logits cost REFINE_TOP rows of
+        the head, and which token wins among them is then decided as without the copy."""
+        logits = self.head.matmul(hidden).float()
+        top = logits.topk(min(REFINE_TOP, logits.shape[-1]), dim=-1).indices
+        rows = self.exact_head[top].float()  # (..., REFINE_TOP, hidden)
+        exact = (rows @ hidden.float().unsqueeze(-1)).squeeze(-1)
+        return logits.scatter(-1, top, exact)
