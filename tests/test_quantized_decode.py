@@ -275,3 +275,14 @@ def test_leading_logits_are_recomputed_from_the_head_itself():
         top = copy.head.matmul(hidden).float().topk(REFINE_TOP, dim=-1).indices  # the int8 shortlist
         torch.testing.assert_close(logits.gather(-1, top), exact.gather(-1, top))
         assert torch.equal(logits.argmax(-1), exact.argmax(-1))
+
+
+def test_leading_logits_stay_exact_under_autocast():
+    from unirag.quantized_decode import Int8Decode
+
+    head = torch.nn.Linear(32, 200, bias=False)
+    copy = Int8Decode(torch.nn.Sequential(torch.nn.Linear(32, 32, bias=False)), head)
+    hidden = torch.randn(4, 32)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logits = copy.head_logits(hidden)
+    assert logits.dtype == torch.float32 and torch.equal(logits.argmax(-1), head(hidden).argmax(-1))

@@ -158,5 +158,6 @@ class Int8Decode:
         logits = self.head.matmul(hidden).float()
         top = logits.topk(min(REFINE_TOP, logits.shape[-1]), dim=-1).indices
         rows = self.exact_head[top].float()  # (..., REFINE_TOP, hidden)
-        exact = (rows @ hidden.float().unsqueeze(-1)).squeeze(-1)
+        with torch.autocast(hidden.device.type, enabled=False):  # exact: fp32 even inside autocast
+            exact = (rows @ hidden.float().unsqueeze(-1)).squeeze(-1)
         return logits.scatter(-1, top, exact)
