@@ -286,3 +286,13 @@ def test_leading_logits_stay_exact_under_autocast():
     with torch.autocast("cpu", dtype=torch.bfloat16):
         logits = copy.head_logits(hidden)
     assert logits.dtype == torch.float32 and torch.equal(logits.argmax(-1), head(hidden).argmax(-1))
+
+
+def test_sibling_layers_fuse_as_views_without_a_second_copy(tiny_model_dir):
+    quant = UniModel.load(str(tiny_model_dir), precision="bf16")
+    attention = quant.decoder.layers[0].self_attn
+    fused = quant.int8.fused([attention.q_proj, attention.k_proj, attention.v_proj])
+    first = quant.int8.rows[attention.q_proj].quantized
+    assert fused.quantized.untyped_storage().data_ptr() == first.untyped_storage().data_ptr()
+    assert fused.quantized.shape[0] == sum(p.out_features for p in (attention.q_proj, attention.k_proj,
+                                                                     attention.v_proj))

@@ -29,19 +29,29 @@ import torch
 # products). fp32 activations ran an order of magnitude slower, so CPUs without native bf16
 # keep the bf16/fp32 weights (`UniModel` enables this only with bf16-held weights).
 ACTIVATION_DTYPE = torch.bfloat16
+QUANTIZE_BLOCK_ROWS = 1024
 REFINE_TOP = 16  # leading logits recomputed exactly per token (Int8Decode.head_logits)
 
 
-def quantize_rows(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def quantize_rows(weight: torch.Tensor, quantized: torch.Tensor | None = None,
+                  scale: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Symmetric int8 per output row: (int8 weight [out, in], bf16 scale [out]) with
-    weight ~= int8 * scale[:, None]."""
-    weight = weight.detach().float()
-    # The kernel reads the scale in bf16: round it first (up by a hair, so the row's largest
-    # weight still fits in 127 steps) and quantize against the rounded value, so each weight is
-    # off by at most half a step.
-    scale = (weight.abs().amax(dim=1).clamp(min=1e-8) / 127 * (1 + 2 ** -7)).to(ACTIVATION_DTYPE)
-    quantized = torch.round(weight / scale.float()[:, None]).clamp(-127, 127).to(torch.int8)
-    return quantized.contiguous(), scale
+    weight ~= int8 * scale[:, None], written into `quantized` and `scale` when given."""
+    if quantized is None:
+        quantized = torch.empty(weight.shape, dtype=torch.int8, device=weight.device)
+    if scale is None:
+        scale = torch.empty(weight.shape[0], dtype=ACTIVATION_DTYPE, device=weight.device)
+    # Block by block, so the fp32 temporaries stay small: a whole LM head at once would add
+    # several times its size to the process's peak memory at load.
+    for start in range(0, weight.shape[0], QUANTIZE_BLOCK_ROWS):
+        block = weight[start:start + QUANTIZE_BLOCK_ROWS].detach().float()
+        # The kernel reads the scale in bf16: round it first (up by a hair, so the row's largest
+        # weight still fits in 127 steps) and quantize against the rounded value, so each weight
+        # is off by at most half a step.
+        rows = (block.abs().amax(dim=1).clamp(min=1e-8) / 127 * (1 + 2 ** -7)).to(ACTIVATION_DTYPE)
+        quantized[start:start + len(block)] = torch.round(block / rows.float()[:, None]).clamp(-127, 127)
+        scale[start:start + len(block)] = rows
+    return quantized, scale
 
 
 def int8_matmul(x: torch.Tensor, quantized: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
@@ -94,9 +104,19 @@ class Int8Decode:
         self.any_rows = False
         self.rows: dict[torch.nn.Linear, Int8Rows] = {}  # each wrapped layer's copy
         self._fused: dict[tuple[int, ...], Int8Rows] = {}
-        for module in decoder.modules():
-            if isinstance(module, torch.nn.Linear) and module.bias is None:
-                self._wrap(module)
+        # Sibling layers reading inputs of one width (a layer's q/k/v/o, its gate/up) are
+        # quantized into one buffer, in registration order, each keeping a view of its rows:
+        # `fused` then serves adjacent siblings as a view, with no second copy in memory.
+        self._stacks: dict[torch.nn.Linear, tuple[Int8Rows, int, int]] = {}
+        for parent in decoder.modules():
+            by_width: dict[int, list[torch.nn.Linear]] = {}
+            for child in parent.children():
+                if isinstance(child, torch.nn.Linear) and child.bias is None:
+                    by_width.setdefault(child.in_features, []).append(child)
+            for siblings in by_width.values():
+                self._quantize_stacked(siblings)
+        for linear in self.rows:
+            self._wrap(linear)
         self.head = Int8Rows.of(lm_head.weight)
         self.exact_head = lm_head.weight  # the head's own weights (no copy): see head_logits
 
@@ -105,8 +125,21 @@ class Int8Decode:
         """Bytes of the int8 copies and their scales (fused copies share their layers' bytes)."""
         return sum(rows.nbytes for rows in self.rows.values()) + self.head.nbytes
 
+    def _quantize_stacked(self, linears: list[torch.nn.Linear]) -> None:
+        """Quantize `linears` (same input width) into one buffer; each gets a view of its rows."""
+        total = sum(linear.out_features for linear in linears)
+        weight = linears[0].weight
+        stack = Int8Rows(torch.empty(total, weight.shape[1], dtype=torch.int8, device=weight.device),
+                         torch.empty(total, dtype=ACTIVATION_DTYPE, device=weight.device))
+        begin = 0
+        for linear in linears:
+            end = begin + linear.out_features
+            quantize_rows(linear.weight, stack.quantized[begin:end], stack.scale[begin:end])
+            self.rows[linear] = Int8Rows(stack.quantized[begin:end], stack.scale[begin:end])
+            self._stacks[linear] = (stack, begin, end)
+            begin = end
+
     def _wrap(self, linear: torch.nn.Linear) -> None:
-        self.rows[linear] = Int8Rows.of(linear.weight)
         plain = linear.forward
         switch = self
 
@@ -122,10 +155,16 @@ class Int8Decode:
         gate/up): their copies' rows stacked, in order.
 
         Why: one kernel call instead of several (each call launches its threads). Scales are per
-        row, so each output is computed exactly as by its own layer's copy. The layers' copies
-        become views of the stacked rows, so fusing costs no memory. Made once per group.
+        row, so each output is computed exactly as by its own layer's copy. Siblings quantized
+        side by side are served as a view of their buffer; other layers are stacked once and
+        their copies become views of the stack, so fusing costs no memory after it is made.
         """
         key = tuple(id(linear) for linear in linears)
+        places = [self._stacks.get(linear) for linear in linears]
+        if key not in self._fused and all(places) and all(
+                a[0] is b[0] and a[2] == b[1] for a, b in zip(places, places[1:])):
+            stack, begin, end = places[0][0], places[0][1], places[-1][2]  # adjacent rows of one buffer
+            self._fused[key] = Int8Rows(stack.quantized[begin:end], stack.scale[begin:end])
         if key not in self._fused:
             parts = [self.rows[linear] for linear in linears]
             stacked = Int8Rows(torch.cat([p.quantized for p in parts]), torch.cat([p.scale for p in parts]))
