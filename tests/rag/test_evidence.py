@@ -150,3 +150,10 @@ def test_a_unit_announcing_what_follows_is_quoted_with_it(tiny):
     assert first.text.startswith("Shadow a variable") and first.text.endswith("let x = x + 1;")
     assert first.text == text[first.start:first.end]
     assert all(s.start != text.index("let x") for s in ev.spans[1:])  # not quoted twice
+
+
+def test_quotes_leave_code_fence_lines_out():
+    from unirag.rag.evidence import Span
+
+    text = "Shadow it as follows:\n\n```rust\nlet x = x + 1;"
+    assert quote(Span(0, 0, len(text), text)) == "“Shadow it as follows: let x = x + 1;” [1]"

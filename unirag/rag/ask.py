@@ -17,6 +17,7 @@ is NO_ANSWER followed by the closest quote, so the user still sees what was foun
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -118,9 +119,13 @@ class Answer:
         return citations(self.hits)
 
 
+_FENCE_LINE = re.compile(r"^\s*(?:`{3,}|~{3,})\S*\s*$", re.MULTILINE)
+
+
 def quote(span: evidence_mod.Span) -> str:
-    """A span as it appears in an answer: its text on one line, in quotes, with its number."""
-    return f"“{' '.join(span.text.split())}” [{span.hit + 1}]"
+    """A span as it appears in an answer: its text on one line (without code-fence lines, as a
+    sentence quoted with the code it introduces would carry), in quotes, with its number."""
+    return f"“{' '.join(_FENCE_LINE.sub('', span.text).split())}” [{span.hit + 1}]"
 
 
 def focused_hits(hits: Sequence[Hit], spans: Sequence[evidence_mod.Span]) -> list[Hit]:

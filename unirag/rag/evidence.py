@@ -15,9 +15,10 @@ code lines: `sentences.py`) and each unit is scored against the question with th
 
 The chosen scorers' rankings are fused by reciprocal rank (the fusion hybrid search uses), and
 units are taken best first until `max_words`, each counted with one word more for the "[n]" it
-will be quoted with; a unit ending in ":" is quoted with the unit it introduces. `relevance` is the best unit's query likelihood
-minus the question's likelihood after an empty passage: how much the evidence explains the
-question, comparable across questions, which is what abstention thresholds.
+will be quoted with; a unit ending in ":" is quoted with the unit it introduces. `relevance` is
+the best unit's query likelihood minus the question's likelihood after an empty passage: how
+much the evidence explains the question, comparable across questions, which is what abstention
+thresholds.
 """
 
 from __future__ import annotations
