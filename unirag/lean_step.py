@@ -154,7 +154,6 @@ class LeanStep:
         self.embed = decoder.embed_tokens.weight
         self.rotary = decoder.rotary_emb
         self.norm = (decoder.norm.weight, decoder.norm.variance_epsilon)
-        self.head = int8.head
         first = decoder.layers[0].self_attn
         self.head_dim, self.scaling = first.head_dim, first.scaling
         self.heads, self.kv_heads = config.num_attention_heads, config.num_key_value_heads

@@ -117,8 +117,16 @@ class Int8Decode:
                 self._quantize_stacked(siblings)
         for linear in self.rows:
             self._wrap(linear)
-        self.head = Int8Rows.of(lm_head.weight)
         self.exact_head = lm_head.weight  # the head's own weights (no copy): see head_logits
+        self._head: Int8Rows | None = None
+
+    @property
+    def head(self) -> Int8Rows:
+        """The LM head's int8 copy, made on first use: at load it would add its bytes and the
+        pages of the tied embedding it reads to the peak that loading already sets."""
+        if self._head is None:
+            self._head = Int8Rows.of(self.exact_head)
+        return self._head
 
     @property
     def nbytes(self) -> int:
