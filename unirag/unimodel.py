@@ -7,7 +7,8 @@ weights behind both (tests check the parameter objects are identical).
 The pure helpers live beside it, by job: `pooling.py` (token layout per pooling: eos, last,
 mean, echo; batches by a token budget; pooled vectors), `precision.py` (autocast, bf16-held
 weights), `decoding.py` (sampling, repetition control), `prefix_cache.py` (KV reuse from an
-embedding pass) and `split_head.py` (the LM head on all threads).
+embedding pass), `split_head.py` (the LM head on all threads), `quantized_decode.py` (the int8
+copy generated tokens read) and `lean_step.py` (a generated token over it, for Llama decoders).
 """
 
 from __future__ import annotations
