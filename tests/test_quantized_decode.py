@@ -110,8 +110,8 @@ def _tiny_variant(tiny_model_dir, **config_changes) -> UniModel:
 
 
 def test_fused_rows_compute_each_layers_outputs():
-    """A stacked copy computes every row as its own layer's copy did, and the layers' copies
-    become views of it: no extra bytes."""
+    """Siblings quantized side by side are one matrix that computes every row as its own layer's
+    copy did, a view of their buffer: no extra bytes; layers apart are not fused."""
     torch.manual_seed(0)
     decoder = torch.nn.Sequential(*(torch.nn.Linear(32, n, bias=False) for n in (48, 16, 16)))
     head = torch.nn.Linear(32, 50, bias=False)
@@ -120,8 +120,9 @@ def test_fused_rows_compute_each_layers_outputs():
     separate = torch.cat([int8.rows[linear].matmul(x) for linear in decoder], dim=-1)
     nbytes = int8.nbytes
     fused = int8.fused(list(decoder))
-    assert fused.quantized.shape == (80, 32) and int8.fused(list(decoder)) is fused  # made once
+    assert fused.quantized.shape == (80, 32)
     assert torch.equal(fused.matmul(x), separate)
+    assert int8.fused([decoder[0], decoder[2]]) is None and int8.fused([decoder[1], decoder[0]]) is None
     assert int8.nbytes == nbytes
     assert int8.rows[decoder[1]].quantized.data_ptr() == fused.quantized[48:].data_ptr()
     with int8.steps():

@@ -85,6 +85,8 @@ def _modules_reason(decoder: torch.nn.Module, int8: Int8Decode) -> str | None:
                    mlp.gate_proj, mlp.up_proj, mlp.down_proj)
         if any(linear not in int8.rows for linear in linears):
             return "a linear layer without an int8 copy"
+        if int8.fused(list(linears[:3])) is None or int8.fused(list(linears[4:6])) is None:
+            return "q/k/v or gate/up not quantized side by side"
     if not isinstance(decoder.norm, llama.LlamaRMSNorm) or type(decoder.embed_tokens) is not torch.nn.Embedding:
         return "a final norm or embedding other than Llama's"
     hooked = [name for name, module in decoder.named_modules() if module._forward_hooks or module._forward_pre_hooks]

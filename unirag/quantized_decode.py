@@ -15,7 +15,7 @@ How: every `nn.Linear` of the decoder keeps its module and parameters (state dic
 export and `embed` see nothing new); its instance `forward` is wrapped to take the int8 path
 while `Int8Decode.steps()` is active and the input is one row. A Llama-architecture decoder's
 generated tokens skip those wrappers: unirag/lean_step.py reads the same copies directly, a
-layer's q/k/v and gate/up stacked into one matrix each (`Int8Decode.fused`).
+layer's q/k/v and gate/up as one matrix each (`Int8Decode.fused`).
 """
 
 from __future__ import annotations
@@ -103,10 +103,9 @@ class Int8Decode:
         self.active = False
         self.any_rows = False
         self.rows: dict[torch.nn.Linear, Int8Rows] = {}  # each wrapped layer's copy
-        self._fused: dict[tuple[int, ...], Int8Rows] = {}
         # Sibling layers reading inputs of one width (a layer's q/k/v/o, its gate/up) are
         # quantized into one buffer, in registration order, each keeping a view of its rows:
-        # `fused` then serves adjacent siblings as a view, with no second copy in memory.
+        # `fused` then serves adjacent siblings as one matrix with no second copy in memory.
         self._stacks: dict[torch.nn.Linear, tuple[Int8Rows, int, int]] = {}
         for parent in decoder.modules():
             by_width: dict[int, list[torch.nn.Linear]] = {}
@@ -158,31 +157,20 @@ class Int8Decode:
 
         linear.forward = types.MethodType(forward, linear)
 
-    def fused(self, linears: list[torch.nn.Linear]) -> Int8Rows:
-        """One int8 matrix for linear layers that read the same input (a layer's q/k/v, or its
-        gate/up): their copies' rows stacked, in order.
+    def fused(self, linears: list[torch.nn.Linear]) -> Int8Rows | None:
+        """One int8 matrix for sibling layers that read the same input (a layer's q/k/v, or its
+        gate/up), as a view of the buffer they were quantized into; None where they are not
+        adjacent there (registered apart or in another order).
 
         Why: one kernel call instead of several (each call launches its threads). Scales are per
-        row, so each output is computed exactly as by its own layer's copy. Siblings quantized
-        side by side are served as a view of their buffer; other layers are stacked once and
-        their copies become views of the stack, so fusing costs no memory after it is made.
+        row, so each output is computed exactly as by its own layer's copy, and a view costs no
+        memory.
         """
-        key = tuple(id(linear) for linear in linears)
         places = [self._stacks.get(linear) for linear in linears]
-        if key not in self._fused and all(places) and all(
-                a[0] is b[0] and a[2] == b[1] for a, b in zip(places, places[1:])):
-            stack, begin, end = places[0][0], places[0][1], places[-1][2]  # adjacent rows of one buffer
-            self._fused[key] = Int8Rows(stack.quantized[begin:end], stack.scale[begin:end])
-        if key not in self._fused:
-            parts = [self.rows[linear] for linear in linears]
-            stacked = Int8Rows(torch.cat([p.quantized for p in parts]), torch.cat([p.scale for p in parts]))
-            begin = 0
-            for linear, part in zip(linears, parts):
-                end = begin + part.quantized.shape[0]
-                self.rows[linear] = Int8Rows(stacked.quantized[begin:end], stacked.scale[begin:end])
-                begin = end
-            self._fused[key] = stacked
-        return self._fused[key]
+        if not all(places) or any(a[0] is not b[0] or a[2] != b[1] for a, b in zip(places, places[1:])):
+            return None
+        stack, begin, end = places[0][0], places[0][1], places[-1][2]
+        return Int8Rows(stack.quantized[begin:end], stack.scale[begin:end])
 
     @contextlib.contextmanager
     def steps(self, any_rows: bool = False):

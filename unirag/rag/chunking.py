@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from ..errors import UniragError
 
 _HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)[ \t#]*$")
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")  # a code fence line (readers.py reads Markdown with it too)
 HEADINGS_FORMAT = 2  # bump when what `embed_text` prepends changes (2: titles from `##`-first pages)
 
 
@@ -78,7 +78,7 @@ def split_sections(text: str) -> list[tuple[list[tuple[int, str]], str]]:
         if fence:
             if line.strip().startswith(fence):
                 fence = None
-        elif (f := _FENCE.match(line)):
+        elif (f := FENCE.match(line)):
             fence = f.group(1)[0] * 3
         else:
             match = _HEADING.match(line)

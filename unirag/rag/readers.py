@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..errors import UniragError
-from .chunking import markdown_title
+from .chunking import FENCE, markdown_title
 
 KINDS = {".md": "markdown", ".markdown": "markdown", ".txt": "text", ".rst": "rst",
          ".html": "html", ".htm": "html", ".pdf": "pdf"}
@@ -409,7 +409,7 @@ def html_to_markdown(html: str) -> tuple[str, str]:
 
 # ---------------------------------------------------------------------- Markdown
 _COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.DOTALL)
-_CODE_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})", re.MULTILINE)
+_CODE_FENCE = re.compile(FENCE.pattern, re.MULTILINE)  # chunking's fence line, anywhere in a text
 
 
 def strip_markdown_comments(text: str) -> str:
