@@ -9,8 +9,8 @@ costs one forward pass per candidate (batched), so it reorders only the first `d
 By default the likelihood ranking is fused with the retrieval ranking by reciprocal rank (the same
 fusion hybrid search uses), so the small LLM's judgement moves a candidate up without overruling
 the retrieval signal on its own: fused, it put the right chunk first more often without losing
-any from the top 3, while likelihood alone lost some (docs/RESULTS.md, "Reranking with the same
-model").
+any from the top 3, while likelihood alone lost some (docs/RESULTS.md, "Why the retrieval
+defaults are what they are").
 """
 
 from __future__ import annotations
