@@ -81,6 +81,8 @@ def main() -> None:
     parser.add_argument("--no-reference", action="store_true", help="leave out all-MiniLM-L6-v2")
     parser.add_argument("--as-is", action="append", default=[], metavar="SET=COLLECTION",
                         help="also score this existing collection of SET's documents, without ingesting")
+    parser.add_argument("--adapter", default="default",
+                        help="adapter to measure; its collections are named <collection>-<adapter folder name>")
     parser.add_argument("--output", default="runs/bench/retrieval.json")
     args = parser.parse_args()
 
@@ -90,10 +92,11 @@ def main() -> None:
     from unirag.rag.ingest import ingest
     from unirag.rag.store import connect, open_collection
 
-    model = UniModel.load()
+    model = UniModel.load(adapter=args.adapter)
     client = connect(args.db)
     results, table = {}, []
-    runs_to_do = [(name, SETS[name][2], True) for name in args.sets.split(",")]
+    suffix = "" if args.adapter == "default" else "-" + Path(args.adapter).name
+    runs_to_do = [(name, SETS[name][2] + suffix, True) for name in args.sets.split(",")]
     for spec in args.as_is:
         name, _, collection_name = spec.partition("=")
         runs_to_do.append((name, collection_name, False))

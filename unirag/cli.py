@@ -112,20 +112,41 @@ def _parse_overrides(extra: list[str]) -> dict[str, str]:
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def train(
     ctx: typer.Context,
-    data: Annotated[Path, typer.Option(help="A .txt (one document per line), .jsonl with `text`, a folder of .txt/.md, or a saved dataset.")],
+    data: Annotated[Path, typer.Option(help="A .txt (one document per line), .jsonl with `text`, a folder of .txt/.md, or a saved dataset; "
+        "for --recipe pairs, the .jsonl `unirag queries` writes.")],
     output: Annotated[Path, typer.Option(help="Folder for the adapter (checkpoints go in OUTPUT/checkpoints).")],
-    recipe: Annotated[str, typer.Option(help="A shipped recipe (paper, cpu-quick, simcse, domain, adapt) or the path of a YAML file.")] = "paper",
+    recipe: Annotated[str, typer.Option(help="A shipped recipe (paper, cpu-quick, simcse, pairs, domain, adapt) or the path of a YAML file.")] = "paper",
     model: ModelOpt = "smollm2-135m",
     init_adapter: Annotated[Optional[str], typer.Option(help="Continue from this adapter (e.g. SimCSE after UniMAE).")] = None,
     resume: Annotated[bool, typer.Option(help="Continue from the last checkpoint in OUTPUT.")] = False,
 ):
-    """Train a UniMAE / SimCSE adapter. Extra `--key value` pairs override the recipe (e.g. --steps 50)."""
+    """Train a UniMAE / SimCSE / question-passage adapter. Extra `--key value` pairs override the recipe (e.g. --steps 50)."""
     from .training.config import load_config
     from .training.trainer import train as run_training
 
     config = load_config(recipe, _parse_overrides(ctx.args))
     out = run_training(config, model, str(data), str(output), resume=resume, init_adapter=init_adapter)
     typer.echo(f"unirag: adapter written to {out}")
+
+
+@app.command()
+def queries(
+    data: Annotated[Path, typer.Option(help="Training text, as `unirag train --data` reads it.")],
+    output: Annotated[Path, typer.Option(help="The .jsonl of question/passage pairs to write (resumable).")],
+    limit: Annotated[int, typer.Option(min=2, help="Texts to ask about (drawn in a seeded shuffle).")] = 1400,
+    seed: int = 0,
+    model: ModelOpt = "smollm2-135m",
+    adapter: AdapterOpt = "default",
+):
+    """Write synthetic questions for `unirag train --recipe pairs`: the model asks one question per
+    passage; questions that are no question, or that find other passages first, are dropped."""
+    from .training.data import load_texts
+    from .training.queries import sample, synthesize
+
+    texts = sample(load_texts(data)["text"], limit, seed)
+    counts = synthesize(load_model(model, adapter), texts, output)
+    typer.echo(f"unirag: {counts['kept']} pairs written to {output} ({counts['passages']} passages asked, "
+               f"{counts['plausible']} plausible questions)")
 
 
 @app.command()

@@ -127,6 +127,32 @@ def test_simcse_continues_from_an_adapter(tiny_model_dir, corpus, tmp_path):
                            load_file(out / "adapter_model.safetensors")["base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight"].numpy())
 
 
+def test_pairs_pull_each_question_to_its_passage(tiny_model_dir, tmp_path):
+    """objective=pairs: the question -> passage loss falls on a repeated set of pairs, and the
+    trained adapter embeds each question nearer its own passage than before."""
+    pairs = tmp_path / "pairs.jsonl"
+    n = len(CORPUS_LINES)
+    rows = [{"query": f"What does line {i} say?", "passage": text, "negative": CORPUS_LINES[(i + 1) % n]}
+            for i, text in enumerate(CORPUS_LINES)]
+    pairs.write_text("".join(json.dumps(r) + "\n" for r in rows * 4))
+    out = run(tiny_model_dir, pairs, tmp_path / "pairs", objective="pairs", steps=30, save_steps=100, lr="1e-2",
+              batch_size=6, micro_batch_size=6, anchor_weight=1, temperature="0.1")
+    meta = json.loads((out / "unirag.json").read_text())
+    assert meta["objective"] == "pairs" and meta["examples"] == len(rows) * 4
+    history = json.loads((out / "checkpoints" / "checkpoint-30" / "trainer_state.json").read_text())["log_history"]
+    losses = [h["loss_pairs"] for h in history if "loss_pairs" in h]
+    assert any("loss_anchor" in h for h in history)
+    assert np.mean(losses[-3:]) < 0.5 * np.mean(losses[:3])
+    trained = UniModel.load(str(tiny_model_dir), str(out), precision="fp32", int8_decode=False)
+    q = trained.embed([r["query"] for r in rows])
+    p = trained.embed([r["passage"] for r in rows])
+    assert ((q @ p.T).argmax(1) == np.arange(len(rows))).mean() > 0.5
+    with pytest.raises(UniragError, match="passage"):
+        bad = tmp_path / "bad.jsonl"
+        bad.write_text(json.dumps({"query": "q?"}) + "\n")
+        run(tiny_model_dir, bad, tmp_path / "bad", objective="pairs", steps=1)
+
+
 def test_simcse_masked_positive_is_a_harder_view(tiny_model_dir, corpus, tmp_path):
     """simcse_positive=masked: the second view reads the text with p_mar of it masked, so with
     no dropout at all the two views differ (dropout views would be identical) and the loss is higher."""
@@ -227,7 +253,7 @@ def test_gem_objective_trains_and_embeds_at_the_summary_token(tiny_model_dir, co
 def test_recipes_ship_in_the_package_and_a_yaml_path_works(tmp_path):
     from unirag.training.config import recipe_names
 
-    assert {"adapt", "cpu-quick", "domain", "paper", "simcse"} <= set(recipe_names())
+    assert {"adapt", "cpu-quick", "domain", "paper", "pairs", "simcse"} <= set(recipe_names())
     mine = tmp_path / "mine.yaml"
     mine.write_text("steps: 7\nlr: 0.01\n")
     config = load_config(str(mine), {"seed": "3"})

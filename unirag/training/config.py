@@ -15,13 +15,13 @@ from pathlib import Path
 from ..errors import UniragError
 
 RECIPES = "recipes"  # package data of unirag.training: <name>.yaml per recipe
-OBJECTIVES = ("unimae", "simcse", "gem")
+OBJECTIVES = ("unimae", "simcse", "gem", "pairs")
 ALL_LINEAR = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
 @dataclass
 class TrainConfig:
-    objective: str = "unimae"          # unimae (MAR + MRC) | simcse | gem
+    objective: str = "unimae"          # unimae (MAR + MRC) | simcse | gem | pairs (question -> passage)
     # optimisation (paper: lr 1e-4 constant, 100 steps, global batch 32, length 512)
     steps: int = 100
     batch_size: int = 32               # global batch = micro_batch_size * accumulation * devices
@@ -62,6 +62,9 @@ class TrainConfig:
     # dropout: the second view is the same text again; masked: the second view has p_mar of its
     # tokens replaced by the mask token (a harder positive when dropout views are near-identical)
     simcse_positive: str = "dropout"
+    # pairs: a .jsonl of {"query", "passage"}; each query must pick its passage among the batch's
+    # (InfoNCE at `temperature`, in-batch negatives, so micro_batch_size is the number of negatives)
+    query_length: int = 64
     # GEM
     gem_tokens: int = 1
     gem_contrastive: float = 0.0       # weight of an optional SimCSE term on the summary state

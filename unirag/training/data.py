@@ -69,6 +69,46 @@ def load_texts(path: str | Path):
     return dataset.select_columns(["text"])
 
 
+def load_pairs(path: str | Path):
+    """A `datasets.Dataset` with `query` and `passage` columns (and `negative`, where the rows carry
+    a passage that does not answer the question) from a .jsonl file, one pair a line: a question
+    and the passage that answers it, e.g. written by `unirag.training.queries`."""
+    import datasets
+
+    path = Path(path).expanduser()
+    if not path.is_file() or path.suffix != ".jsonl":
+        raise UniragError(f"pairs data must be a .jsonl file of {{\"query\", \"passage\"}} rows, not {path}")
+    dataset = datasets.load_dataset("json", data_files=str(path), split="train")
+    missing = {"query", "passage"} - set(dataset.column_names)
+    if missing:
+        raise UniragError(f"{path} has no {', '.join(sorted(missing))} field")
+    return dataset.select_columns([c for c in ("query", "passage", "negative") if c in dataset.column_names])
+
+
+def tokenize_pairs(dataset, tokenizer, max_length: int, query_length: int):
+    """Passages as `input_ids`, questions as `query_ids`, negatives (if any) as `negative_ids`; each
+    truncated and given EOS, as embedded."""
+    eos = tokenizer.eos_token_id
+    prefix = tokenizer("", add_special_tokens=True)["input_ids"]
+
+    def encode(batch):
+        out = {}
+        for column, name, limit in (("passage", "input_ids", max_length), ("query", "query_ids", query_length),
+                                    ("negative", "negative_ids", max_length)):
+            if column not in batch:
+                continue
+            ids = tokenizer(batch[column], add_special_tokens=False)["input_ids"]
+            out[name] = [prefix + row[: limit - 1 - len(prefix)] + [eos] for row in ids]
+        return out
+
+    dataset = dataset.filter(lambda b: [bool(q and q.strip() and p and p.strip())
+                                        for q, p in zip(b["query"], b["passage"])], batched=True)
+    dataset = dataset.map(encode, batched=True, remove_columns=dataset.column_names, desc="tokenising pairs")
+    if len(dataset) == 0:
+        raise UniragError("no usable query/passage pair")
+    return dataset
+
+
 def split_sentences(dataset):
     """One row per sentence (a crude rule, good enough for encyclopedic prose)."""
     def split(batch):
@@ -96,19 +136,29 @@ def tokenize(dataset, tokenizer, max_length: int, min_tokens: int = 8):
 
 
 class PadCollator:
-    """Right-pad a list of examples; attention_mask marks real tokens."""
+    """Right-pad a list of examples; attention_mask marks real tokens. Pairs' questions and
+    negatives (`query_ids`, `negative_ids`) are padded the same way, with `query_mask` /
+    `negative_mask`."""
 
     def __init__(self, pad_id: int):
         self.pad_id = pad_id
 
+    def pad(self, rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        length = max(len(r) for r in rows)
+        ids = torch.full((len(rows), length), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(rows), length), dtype=torch.long)
+        for i, r in enumerate(rows):
+            ids[i, : len(r)] = torch.tensor(r)
+            mask[i, : len(r)] = 1
+        return ids, mask
+
     def __call__(self, examples: list[dict]) -> dict[str, torch.Tensor]:
-        length = max(len(e["input_ids"]) for e in examples)
-        ids = torch.full((len(examples), length), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(examples), length), dtype=torch.long)
-        for row, e in enumerate(examples):
-            ids[row, : len(e["input_ids"])] = torch.tensor(e["input_ids"])
-            mask[row, : len(e["input_ids"])] = 1
-        return {"input_ids": ids, "attention_mask": mask}
+        ids, mask = self.pad([e["input_ids"] for e in examples])
+        batch = {"input_ids": ids, "attention_mask": mask}
+        for name in ("query", "negative"):
+            if f"{name}_ids" in examples[0]:
+                batch[f"{name}_ids"], batch[f"{name}_mask"] = self.pad([e[f"{name}_ids"] for e in examples])
+        return batch
 
 
 def choose_mask_token(tokenizer, requested: str = "auto") -> tuple[str, int]:

@@ -65,8 +65,11 @@ class UniMAEModule(nn.Module):
         """Last-layer hidden states after the final norm: exactly what UniModel.embed pools."""
         return self.causal_lm.base_model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
 
-    def forward(self, input_ids, attention_mask, seed: int):
+    def forward(self, input_ids, attention_mask, seed: int, query_ids=None, query_mask=None,
+                negative_ids=None, negative_mask=None):
         generator = torch.Generator(device=input_ids.device).manual_seed(seed)
+        if self.config.objective == "pairs":
+            return self.pairs_forward(input_ids, attention_mask, query_ids, query_mask, negative_ids, negative_mask)
         if self.config.objective == "simcse":
             return self.simcse_forward(input_ids, attention_mask, generator)
         if self.config.objective == "gem":
@@ -121,6 +124,25 @@ class UniMAEModule(nn.Module):
         b = eos_hidden(self.hidden(second, attention_mask), attention_mask)
         contrast = simcse_loss(a, b, self.config.temperature)
         parts, loss = {"simcse": contrast.detach()}, contrast
+        n_anchor = self.anchor_rows(input_ids)
+        if n_anchor:
+            anchor = self.anchor_term(states, input_ids, attention_mask, n_anchor)
+            parts["anchor"] = anchor.detach()
+            loss = loss + self.config.anchor_weight * anchor
+        return {"loss": loss, **parts}
+
+    def pairs_forward(self, input_ids, attention_mask, query_ids, query_mask, negative_ids=None, negative_mask=None):
+        """Question -> passage contrast: each question's EOS state must pick its own passage's
+        among the micro-batch's (in-batch negatives) and the rows' hard negatives, if any, so
+        questions land near the passages that answer them; plus the anchor term on the passages."""
+        states = self.hidden(input_ids, attention_mask)
+        passages = eos_hidden(states, attention_mask)
+        if negative_ids is not None:
+            negatives = eos_hidden(self.hidden(negative_ids, negative_mask), negative_mask)
+            passages = torch.cat([passages, negatives])  # row i's target stays column i
+        questions = eos_hidden(self.hidden(query_ids, query_mask), query_mask)
+        contrast = simcse_loss(questions, passages, self.config.temperature)
+        parts, loss = {"pairs": contrast.detach()}, contrast
         n_anchor = self.anchor_rows(input_ids)
         if n_anchor:
             anchor = self.anchor_term(states, input_ids, attention_mask, n_anchor)
@@ -225,7 +247,8 @@ class UniMAETrainer(Trainer):
         return (self.args.seed * 1_000_003 + step * 10_007 + self._micro * 101 + self.args.process_index) % (2**63)
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        out = model(inputs["input_ids"], inputs["attention_mask"], seed=self._next_seed())
+        pairs = {k: inputs[k] for k in ("query_ids", "query_mask", "negative_ids", "negative_mask") if k in inputs}
+        out = model(inputs["input_ids"], inputs["attention_mask"], seed=self._next_seed(), **pairs)
         for key, value in out.items():
             if key != "loss":
                 self._parts.setdefault(key, []).append(float(value))
@@ -350,6 +373,9 @@ def _objective_line(cfg: dict, meta: dict) -> str:
     if cfg["objective"] == "gem":
         return (f"- objective: GEM, summary token(s) {', '.join(f'`{t}`' for t in meta.get('summary_tokens', []))}, "
                 f"contrastive weight {cfg.get('gem_contrastive', 0.0)}")
+    if cfg["objective"] == "pairs":
+        return (f"- objective: question -> passage pairs, temperature {cfg.get('temperature')}, "
+                f"anchor weight {cfg.get('anchor_weight')}")
     if cfg["objective"] == "simcse":
         return f"- objective: SimCSE, temperature {cfg.get('temperature')}, lora dropout {cfg.get('lora_dropout')}"
     return (f"- objective: alpha {cfg['alpha']}, p_mar {cfg['p_mar']}, p_mrc {cfg['p_mrc']}, "
@@ -389,7 +415,8 @@ def train(config: TrainConfig, model: str, data: str, output: str, resume: bool 
     `data` (which is then only recorded, e.g. the folder `unirag adapt` chunked)."""
     from ..hardware import resolve_precision, tune_allocator
     from ..models import load_base
-    from .data import PadCollator, choose_mask_token, choose_summary_tokens, load_texts, split_sentences, tokenize
+    from .data import (PadCollator, choose_mask_token, choose_summary_tokens, load_pairs, load_texts, split_sentences,
+                       tokenize, tokenize_pairs)
 
     out_dir = Path(output).expanduser()
     ckpt_dir = out_dir / CHECKPOINTS
@@ -402,10 +429,13 @@ def train(config: TrainConfig, model: str, data: str, output: str, resume: bool 
     torch.manual_seed(config.seed)
     base, tokenizer = load_base(model)
     mask_token, mask_id = choose_mask_token(tokenizer, config.mask_token)
-    texts = load_texts(data) if texts is None else texts
-    if config.text_unit == "sentence":
-        texts = split_sentences(texts)
-    dataset = tokenize(texts, tokenizer, config.max_length, config.min_tokens)
+    if config.objective == "pairs":
+        dataset = tokenize_pairs(load_pairs(data), tokenizer, config.max_length, config.query_length)
+    else:
+        texts = load_texts(data) if texts is None else texts
+        if config.text_unit == "sentence":
+            texts = split_sentences(texts)
+        dataset = tokenize(texts, tokenizer, config.max_length, config.min_tokens)
     summary_tokens, summary_ids = [], []
     if config.objective == "gem":
         summary_tokens, summary_ids = choose_summary_tokens(tokenizer, config.gem_tokens, avoid={mask_id})
