@@ -3,8 +3,8 @@
 Why: a generated token multiplies one row by every weight matrix, so a decode step costs the time
 the matmul kernels take to read the weights. PyTorch's weight-only int8 kernel
 (`torch._weight_int8pack_mm`: int8 weights, one bf16 scale per output row) reads half the bytes
-of bf16 and runs one-row products about 2.5x faster than bf16 `F.linear` on a CPU with VNNI
-(benchmarks/gemv_kernels.py). On many rows (prompts, embedding batches) it is slower than bf16,
+of bf16 and runs one-row products faster than bf16 `F.linear` on a CPU with VNNI (measured by
+benchmarks/gemv_kernels.py). On many rows (prompts, embedding batches) it is slower than bf16,
 and it changes the numbers; so the int8 copy serves only the one-row steps of generated tokens.
 Embeddings and prompt prefills run on the bf16 weights exactly as before, and a prompt whose
 prefix comes from an embedding pass's cache still gets the same first token. The price is the
