@@ -33,6 +33,18 @@ def test_generate(tiny_model_dir):
     assert result.exit_code == 0, result.output
 
 
+def test_no_int8_keeps_generation_on_the_model_weights(tiny_model_dir):
+    from unirag.cli_options import load_model
+    from unirag.quantized_decode import supported as int8_supported
+
+    result = runner.invoke(app, ["generate", "hello", "--model", str(tiny_model_dir), "--max-new-tokens", "5",
+                                 "--precision", "bf16", "--no-int8"])
+    assert result.exit_code == 0, result.output
+    assert load_model(str(tiny_model_dir), "none", "bf16", int8_decode=False).int8 is None
+    on = load_model(str(tiny_model_dir), "none", "bf16")
+    assert (on.int8 is not None) == int8_supported(on.device)
+
+
 def run_cli(*args):
     return subprocess.run([sys.executable, "-m", "unirag.cli", *args], capture_output=True, text=True, timeout=300)
 

@@ -17,7 +17,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from .cli_options import DEFAULT_ANSWER, DEFAULT_RERANK, AdapterOpt, AnswerOpt, CompileOpt, ModelOpt, PrecisionOpt, load_model
+from .cli_options import (DEFAULT_ANSWER, DEFAULT_RERANK, AdapterOpt, AnswerOpt, CompileOpt, Int8Opt, ModelOpt,
+                          PrecisionOpt, load_model)
 
 from .errors import UniragError
 from .evaluation.cli import eval_app
@@ -77,9 +78,10 @@ def generate(
     stream: Annotated[bool, typer.Option(help="Print tokens as they come.")] = True,
     precision: PrecisionOpt = "auto",
     compile: CompileOpt = False,
+    int8: Int8Opt = True,
 ):
     """Generate an answer with the same model that embeds."""
-    uni = load_model(model, adapter, precision, compile_decode=compile)
+    uni = load_model(model, adapter, precision, compile_decode=compile, int8_decode=int8)
     result = uni.generate(prompt, max_new_tokens=max_new_tokens, temperature=temperature,
                           system=system, stream=stream)
     if stream:

@@ -13,6 +13,10 @@ PrecisionOpt = Annotated[str, typer.Option(help="auto (bf16 only where the CPU h
 CompileOpt = Annotated[bool, typer.Option(
     "--compile/--no-compile", help="Run generation steps through torch.compile, after a one-time compile on the "
     "first answer. Whether it pays off depends on the machine: measure yours (docs/PERFORMANCE.md).")]
+Int8Opt = Annotated[bool, typer.Option(
+    "--int8/--no-int8", help="Decode generated tokens on an int8 copy of the weights (faster; the copy costs one "
+    "byte per weight of memory; embeddings and prompts keep the model's own weights). Only with bf16-held "
+    "weights and without --compile (unirag/quantized_decode.py).")]
 RetrievalOpt = Annotated[str, typer.Option(
     "--retrieval", help="hybrid (EOS embeddings + BM25, fused by rank), dense (embeddings only) or lexical (BM25 only).")]
 # What the CLI and the app rerank by default (rag/rerank.py): on the Rust-book dev set, 5 fused
@@ -30,11 +34,12 @@ ExpandOpt = Annotated[str, typer.Option(
 
 
 def load_model(model: str, adapter: Optional[str] = "default", precision: str = "auto", max_length: int = 512,
-               compile_decode: bool = False):
+               compile_decode: bool = False, int8_decode: bool = True):
     """Load the one model a command uses (imports torch only when a command needs it)."""
     from .unimodel import UniModel
 
-    return UniModel.load(model, adapter, precision=precision, max_length=max_length, compile_decode=compile_decode)
+    return UniModel.load(model, adapter, precision=precision, max_length=max_length, compile_decode=compile_decode,
+                         int8_decode=int8_decode)
 
 AnswerOpt = Annotated[str, typer.Option(
     "--answer", help="extractive: the best evidence sentences, quoted with [n]; generated: a short answer the model "

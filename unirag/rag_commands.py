@@ -16,8 +16,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from .cli_options import (DEFAULT_ANSWER, DEFAULT_RERANK, AdapterOpt, AnswerOpt, CompileOpt, ExpandOpt, ModelOpt,
-                           PrecisionOpt, RerankOpt, RetrievalOpt, load_model)
+from .cli_options import (DEFAULT_ANSWER, DEFAULT_RERANK, AdapterOpt, AnswerOpt, CompileOpt, ExpandOpt, Int8Opt,
+                          ModelOpt, PrecisionOpt, RerankOpt, RetrievalOpt, load_model)
 
 DbOpt = Annotated[Path, typer.Option("--db", help="Folder of the embedded Chroma database.")]
 UrlOpt = Annotated[Optional[str], typer.Option("--chroma-url", envvar="UNIRAG_CHROMA_URL", help="Use a Chroma server (http://HOST:PORT, see `chroma run`) instead of --db.")]
@@ -45,13 +45,13 @@ def _check_question(question: str, command: str) -> None:
 
 
 def _model_and_collection(db: Path, chroma_url: Optional[str], collection: str, model: str, adapter: str,
-                          precision: str, compile_decode: bool = False):
+                          precision: str, compile_decode: bool = False, int8_decode: bool = True):
     """Open the existing database first (so a bad --db fails before the slow model load), then
     the model, then the collection (which checks that this model made its vectors)."""
     from .rag.store import connect, open_collection
 
     client = connect(db, chroma_url, must_exist=True)
-    uni = load_model(model, adapter, precision, compile_decode=compile_decode)
+    uni = load_model(model, adapter, precision, compile_decode=compile_decode, int8_decode=int8_decode)
     return uni, open_collection(client, collection, uni)
 
 
@@ -179,11 +179,12 @@ def ask(
     temperature: TemperatureOpt = 0.0,
     precision: PrecisionOpt = "auto",
     compile: CompileOpt = False,
+    int8: Int8Opt = True,
 ):
     """Answer a question from the indexed documents: quoted evidence and/or a short answer, with citations."""
     _check_question(question, "ask")
     settings = _settings(top_k, retrieval, rerank, expand, answer, max_new_tokens, temperature)
-    uni, coll = _model_and_collection(db, chroma_url, collection, model, adapter, precision, compile)
+    uni, coll = _model_and_collection(db, chroma_url, collection, model, adapter, precision, compile, int8)
     _answer_and_cite(uni, coll, question, settings)
 
 
@@ -202,10 +203,11 @@ def chat(
     temperature: TemperatureOpt = 0.0,
     precision: PrecisionOpt = "auto",
     compile: CompileOpt = False,
+    int8: Int8Opt = True,
 ):
     """Chat with your documents: each question retrieves afresh; earlier turns stay in the prompt."""
     settings = _settings(top_k, retrieval, rerank, expand, answer, max_new_tokens, temperature)
-    uni, coll = _model_and_collection(db, chroma_url, collection, model, adapter, precision, compile)
+    uni, coll = _model_and_collection(db, chroma_url, collection, model, adapter, precision, compile, int8)
     typer.echo(f"unirag chat over {collection!r} ({coll.count()} chunks) with {uni.name}; "
                "an empty line, /exit or Ctrl-D quits.")
     history: list[tuple[str, str]] = []
