@@ -62,8 +62,8 @@ class TrainConfig:
     # dropout: the second view is the same text again; masked: the second view has p_mar of its
     # tokens replaced by the mask token (a harder positive when dropout views are near-identical)
     simcse_positive: str = "dropout"
-    # pairs: a .jsonl of {"query", "passage"}; each query must pick its passage among the batch's
-    # (InfoNCE at `temperature`, in-batch negatives, so micro_batch_size is the number of negatives)
+    # pairs: a .jsonl of {"query", "passage"[, "negative"]}; each query must pick its passage among
+    # the micro-batch's passages and negatives (InfoNCE at `temperature`); questions are cut here
     query_length: int = 64
     # GEM
     gem_tokens: int = 1

@@ -101,8 +101,9 @@ def tokenize_pairs(dataset, tokenizer, max_length: int, query_length: int):
             out[name] = [prefix + row[: limit - 1 - len(prefix)] + [eos] for row in ids]
         return out
 
-    dataset = dataset.filter(lambda b: [bool(q and q.strip() and p and p.strip())
-                                        for q, p in zip(b["query"], b["passage"])], batched=True)
+    columns = [c for c in ("query", "passage", "negative") if c in dataset.column_names]
+    dataset = dataset.filter(lambda b: [all(isinstance(t, str) and t.strip() for t in row)
+                                        for row in zip(*(b[c] for c in columns))], batched=True)
     dataset = dataset.map(encode, batched=True, remove_columns=dataset.column_names, desc="tokenising pairs")
     if len(dataset) == 0:
         raise UniragError("no usable query/passage pair")

@@ -8,7 +8,8 @@ passages first). Each kept pair gets a hard negative: a passage drawn from those
 ranks just below the best other one for the question (close to it, but rarely another answer).
 The output is the .jsonl `load_pairs` reads: {"query", "passage", "negative"} per line.
 
-Written line by line and resumable: a passage already in the output is not asked again.
+Written line by line and resumable: a passage already asked (in OUTPUT's `.unfiltered.jsonl`) is
+not asked again.
 """
 
 from __future__ import annotations
