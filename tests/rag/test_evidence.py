@@ -152,6 +152,15 @@ def test_a_unit_announcing_what_follows_is_quoted_with_it(tiny):
     assert all(s.start != text.index("let x") for s in ev.spans[1:])  # not quoted twice
 
 
+def test_quotes_show_markdown_links_as_their_text():
+    from unirag.rag.evidence import Span
+
+    text = ("You can make them mutable as in [Chapter 2][storing-values], see [the guide](https://x.org/a) "
+            "or [intro](../ch01.md); x[i][j] and v[0](1) stay.")
+    assert quote(Span(0, 0, len(text), text)) == (
+        "“You can make them mutable as in Chapter 2, see the guide or intro; x[i][j] and v[0](1) stay.” [1]")
+
+
 def test_quotes_leave_code_fence_lines_out():
     from unirag.rag.evidence import Span
 

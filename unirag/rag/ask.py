@@ -120,12 +120,18 @@ class Answer:
 
 
 _FENCE_LINE = re.compile(r"^\s*(?:`{3,}|~{3,})\S*\s*$", re.MULTILINE)
+# Markdown links read as their text: "[Chapter 2][storing-values]" (a reference whose text has a
+# space, so that code such as x[i][j] is left alone) and "[the guide](https://...)" (a URL or path)
+_REFERENCE_LINK = re.compile(r"\[([^\[\]]*\s[^\[\]]*)\]\[[\w-]*\]")
+_INLINE_LINK = re.compile(r"\[([^\[\]]+)\]\((?:https?://|\.{0,2}/|#)[^)\s]*\)")
 
 
 def quote(span: evidence_mod.Span) -> str:
     """A span as it appears in an answer: its text on one line (without code-fence lines, as a
-    sentence quoted with the code it introduces would carry), in quotes, with its number."""
-    return f"“{' '.join(_FENCE_LINE.sub('', span.text).split())}” [{span.hit + 1}]"
+    sentence quoted with the code it introduces would carry, and with Markdown links as their
+    text), in quotes, with its number."""
+    text = _INLINE_LINK.sub(r"\1", _REFERENCE_LINK.sub(r"\1", _FENCE_LINE.sub("", span.text)))
+    return f"“{' '.join(text.split())}” [{span.hit + 1}]"
 
 
 def focused_hits(hits: Sequence[Hit], spans: Sequence[evidence_mod.Span]) -> list[Hit]:
