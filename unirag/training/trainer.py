@@ -122,14 +122,8 @@ class UniMAEModule(nn.Module):
             second, _ = mar_corrupt(input_ids, attention_mask, self.mask_token_id, self.config.p_mar,
                                     generator=generator)
         b = eos_hidden(self.hidden(second, attention_mask), attention_mask)
-        contrast = simcse_loss(a, b, self.config.temperature)
-        parts, loss = {"simcse": contrast.detach()}, contrast
-        n_anchor = self.anchor_rows(input_ids)
-        if n_anchor:
-            anchor = self.anchor_term(states, input_ids, attention_mask, n_anchor)
-            parts["anchor"] = anchor.detach()
-            loss = loss + self.config.anchor_weight * anchor
-        return {"loss": loss, **parts}
+        return self.with_anchor("simcse", simcse_loss(a, b, self.config.temperature), states, input_ids,
+                                attention_mask)
 
     def pairs_forward(self, input_ids, attention_mask, query_ids, query_mask, negative_ids=None, negative_mask=None):
         """Question -> passage contrast: each question's EOS state must pick its own passage's
@@ -141,8 +135,12 @@ class UniMAEModule(nn.Module):
             negatives = eos_hidden(self.hidden(negative_ids, negative_mask), negative_mask)
             passages = torch.cat([passages, negatives])  # row i's target stays column i
         questions = eos_hidden(self.hidden(query_ids, query_mask), query_mask)
-        contrast = simcse_loss(questions, passages, self.config.temperature)
-        parts, loss = {"pairs": contrast.detach()}, contrast
+        return self.with_anchor("pairs", simcse_loss(questions, passages, self.config.temperature), states,
+                                input_ids, attention_mask)
+
+    def with_anchor(self, name: str, contrast, states, input_ids, attention_mask) -> dict:
+        """A contrastive loss plus the anchor term on the first clean rows, if it is on."""
+        parts, loss = {name: contrast.detach()}, contrast
         n_anchor = self.anchor_rows(input_ids)
         if n_anchor:
             anchor = self.anchor_term(states, input_ids, attention_mask, n_anchor)
