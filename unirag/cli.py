@@ -153,15 +153,27 @@ def queries(
 
 @app.command()
 def export(
-    merged: Annotated[Path, typer.Option(help="New folder for the merged Hugging Face model.")],
+    merged: Annotated[Optional[Path], typer.Option(help="New folder for the merged Hugging Face model.")] = None,
+    gguf: Annotated[Optional[Path], typer.Option(help="New .gguf file for llama.cpp / Ollama.")] = None,
+    gguf_type: Annotated[str, typer.Option(help="GGUF weight type: f16 (answers as fp32 unirag), q8_0 (smaller, faster), bf16 or f32.")] = "f16",
     model: ModelOpt = "smollm2-135m",
     adapter: AdapterOpt = "default",
 ):
-    """Merge an adapter into the base weights and save a plain HF model folder (safetensors)."""
+    """Merge an adapter into the base weights; save a plain HF folder (safetensors), a GGUF file, or both."""
     from .export import export_merged
+    from .gguf_export import export_gguf
+    from .models import source_gguf
 
-    out = export_merged(load_model(model, adapter, precision="fp32"), merged)  # weights as trained, never bf16-held
-    typer.echo(f"unirag: merged model written to {out} (see {out / 'SERVING.md'})")
+    if merged is None and gguf is None:
+        raise UniragError("say where to write: --merged FOLDER, --gguf FILE.gguf, or both")
+    uni = load_model(model, adapter, precision="fp32")  # weights as trained, never bf16-held
+    if merged is not None:
+        out = export_merged(uni, merged)
+        typer.echo(f"unirag: merged model written to {out} (see {out / 'SERVING.md'})")
+    if gguf is not None:
+        out = export_gguf(uni, gguf, gguf_type, source_gguf(model))
+        typer.echo(f"unirag: {gguf_type} GGUF written to {out} ({out.stat().st_size / 1e6:.0f} MB); embeddings: "
+                   f"llama.cpp --embedding --pooling last, with {uni.tokenizer.eos_token} at the end of each text")
 
 
 SAMPLE_DOCS = Path(__file__).resolve().parent / "sample_docs"  # package data: short guide pages about unirag

@@ -15,8 +15,8 @@ SERVING_NOTE = """# Serving this model
 
 This folder is a plain Hugging Face causal LM (safetensors) with a unirag adapter merged in.
 
-- Generation: any engine that runs Llama models (transformers, vLLM, TGI, llama.cpp after
-  conversion) generates with it as with the base model.
+- Generation: any engine that runs Llama models (transformers, vLLM, TGI) generates with it as
+  with the base model; for llama.cpp, `unirag export --gguf FILE` writes a GGUF file.
 - Embeddings: append the tokenizer's EOS token (`{eos}`) to the text and take the last layer's
   hidden state (after the final norm) at that position; L2-normalise. Engines with last-token
   pooling do exactly this when the EOS is appended, e.g. vLLM's pooling runner with

@@ -121,6 +121,17 @@ def registry_model_dir(name: str) -> Path:
     return target
 
 
+def source_gguf(name_or_path: str) -> Path | None:
+    """The GGUF file a model was de-quantized from (a registry name or its cache folder), if any."""
+    if name_or_path in REGISTRY:
+        return find_wheel_gguf(REGISTRY[name_or_path])
+    marker = Path(name_or_path).expanduser() / CACHE_MARKER
+    if marker.is_file():
+        source = Path(json.loads(marker.read_text()).get("source", ""))
+        return source if source.is_file() else None
+    return None
+
+
 def resolve_model(name_or_path: str) -> str:
     """Turn a registry name, a local folder or a hub id into something `from_pretrained` takes."""
     if name_or_path in REGISTRY:
