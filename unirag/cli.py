@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -128,7 +129,8 @@ def train(
 
     config = load_config(recipe, _parse_overrides(ctx.args))
     out = run_training(config, model, str(data), str(output), resume=resume, init_adapter=init_adapter)
-    typer.echo(f"unirag: adapter written to {out}")
+    if os.environ.get("RANK", "0") == "0":  # under torchrun / accelerate only the first process writes it
+        typer.echo(f"unirag: adapter written to {out}")
 
 
 @app.command()

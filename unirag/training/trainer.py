@@ -237,16 +237,23 @@ class UniMAETrainer(Trainer):
         self._parts: dict[str, list[float]] = {}
 
     def _next_seed(self) -> int:
-        """Masks depend only on (seed, step, micro-batch, rank), so a resumed run draws the same."""
+        """Masks depend only on (seed, step, micro-batch), so a resumed run draws the same."""
         step = self.state.global_step
         if step != self._seed_step:
             self._seed_step, self._micro = step, 0
         self._micro += 1
-        return (self.args.seed * 1_000_003 + step * 10_007 + self._micro * 101 + self.args.process_index) % (2**63)
+        # Numbered across processes as the data is dealt (process r gets micro-batches r, r + world,
+        # ...), so N processes draw the masks one process draws for the same global batch.
+        micro = (self._micro - 1) * self.args.world_size + self.args.process_index + 1
+        return (self.args.seed * 1_000_003 + step * 10_007 + micro * 101) % (2**63)
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         pairs = {k: inputs[k] for k in ("query_ids", "query_mask", "negative_ids", "negative_mask") if k in inputs}
-        out = model(inputs["input_ids"], inputs["attention_mask"], seed=self._next_seed(), **pairs)
+        seed = self._next_seed()
+        devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
+        with torch.random.fork_rng(devices=devices):  # dropout too: drawn from the micro-batch's seed
+            torch.manual_seed(seed)
+            out = model(inputs["input_ids"], inputs["attention_mask"], seed=seed, **pairs)
         for key, value in out.items():
             if key != "loss":
                 self._parts.setdefault(key, []).append(float(value))
