@@ -10,6 +10,7 @@ contract). Heavy imports (torch, chromadb) happen inside the commands, keeping
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Annotated, Optional
@@ -18,6 +19,7 @@ import typer
 
 from .cli_options import (DEFAULT_ANSWER, DEFAULT_RERANK, AdapterOpt, AnswerOpt, CompileOpt, ExpandOpt, Int8Opt,
                           ModelOpt, PrecisionOpt, RerankOpt, RetrievalOpt, load_model)
+from .errors import UniragError
 
 DbOpt = Annotated[Path, typer.Option("--db", help="Folder of the embedded Chroma database.")]
 UrlOpt = Annotated[Optional[str], typer.Option("--chroma-url", envvar="UNIRAG_CHROMA_URL", help="Use a Chroma server (http://HOST:PORT, see `chroma run`) instead of --db.")]
@@ -38,8 +40,6 @@ def _safe(text: str) -> str:
 def _check_question(question: str, command: str) -> None:
     """An empty question fails at once, before the model loads."""
     if not question.strip():
-        from .errors import UniragError
-
         raise UniragError(f"the question is empty; pass it as text, e.g. unirag {command} "
                           '"How do I configure logging?"')
 
@@ -80,19 +80,33 @@ def ingest(
 
     settings = ChunkSettings(chunk_size, chunk_overlap, embed_headings)
     scan(path)  # a missing path, an empty folder or a bad --db fails here, before the model loads
+    worker, workers = launcher_rank()
+    if workers > 1 and not chroma_url:
+        raise UniragError(f"{workers} ingest workers need one Chroma server to write to (--chroma-url); "
+                          "an embedded database takes one writer")
+    if workers > 1 and reset:
+        raise UniragError("--reset with several workers would race; reset in one process first")
     client = connect(db, chroma_url)
     uni = load_model(model, adapter, precision)
     if chunk_size + 32 > uni.max_length:
-        from .errors import UniragError
-
         raise UniragError(f"--chunk-size {chunk_size} leaves no room under the model's max_length {uni.max_length}")
     if reset:
         delete_collection(client, collection)
     coll = open_collection(client, collection, uni, create=True)
     summary = run_ingest(uni, coll, path, settings=settings, max_file_bytes=int(max_file_mb * 2**20),
-                         batch_size=batch_size, max_files=max_files, progress=progress)
-    typer.echo(f"unirag: indexed {path} into collection {collection!r} at {chroma_url or db} "
+                         batch_size=batch_size, max_files=max_files, progress=progress and worker == 0,
+                         worker=worker, workers=workers)
+    who = f"worker {worker + 1} of {workers}: " if workers > 1 else ""
+    typer.echo(f"unirag: {who}indexed {path} into collection {collection!r} at {chroma_url or db} "
                f"({coll.count()} chunks, model {uni.name})\n{_safe(summary.report())}")
+
+
+def launcher_rank() -> tuple[int, int]:
+    """(this process, how many) under torchrun / accelerate launch, which set RANK and WORLD_SIZE."""
+    try:
+        return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError:
+        raise UniragError("RANK and WORLD_SIZE must be whole numbers (set by torchrun or accelerate launch)") from None
 
 
 def adapt(

@@ -5,20 +5,19 @@ from __future__ import annotations
 
 import os
 import selectors
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 import types
-import urllib.request
 from pathlib import Path
 
 import numpy as np
 import pytest
 import typer
 from typer.testing import CliRunner
+
+from chroma_server import chroma_server
 
 from unirag.errors import UniragError
 from unirag.rag import store
@@ -471,34 +470,9 @@ def test_sigkill_mid_ingest_then_rerun_equals_one_clean_run(tiny, tiny_model_dir
 
 
 # ---------------------------------------------------------------------- Chroma server
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow  # a Chroma server process
 def test_chroma_server_over_http(tiny_model_dir, tmp_path):
-    chroma = Path(sys.executable).parent / "chroma"
-    if not chroma.exists():
-        chroma = shutil.which("chroma")
-        if chroma is None:
-            pytest.skip("the `chroma` CLI (chromadb's server) is not installed")
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    log = open(tmp_path / "chroma.log", "wb")
-    server = subprocess.Popen([str(chroma), "run", "--path", str(tmp_path / "server"), "--host", "127.0.0.1",
-                               "--port", str(port)], stdout=log, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(f"{url}/api/v2/heartbeat", timeout=2).read()
-                break
-            except OSError:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    pytest.fail(f"chroma server did not start: {(tmp_path / 'chroma.log').read_text()[-2000:]}")
-                time.sleep(0.25)
+    with chroma_server(tmp_path / "server") as url:
         common = ["--model", str(tiny_model_dir), "--chroma-url", url, "--precision", "fp32"]
         docs = write_docs(tmp_path / "docs")
         result = invoke("ingest", str(docs), *common, "--chunk-size", "32", "--chunk-overlap", "8", "--no-progress")
@@ -509,14 +483,6 @@ def test_chroma_server_over_http(tiny_model_dir, tmp_path):
         result = invoke("retrieve", "capital of France", "-k", "3", *common)
         assert result.exit_code == 0 and result.stdout.startswith("[1] "), result.output
         assert not (tmp_path / ".unirag").exists()
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(timeout=10)
-        log.close()
 
 
 def test_markdown_comments_are_dropped_outside_code():

@@ -123,8 +123,9 @@ def open_collection(client, name: str, model=None, *, create: bool = False):
             raise UniragError(f"no collection {name!r} in this database; run `unirag ingest FOLDER "
                               f"--collection {name}` first") from None
         try:
-            return client.create_collection(name, configuration={"hnsw": {"space": "cosine"}},
-                                            metadata=model_record(model), embedding_function=None)
+            # get_or_create: several ingest workers may get here at once; the server settles it
+            collection = client.get_or_create_collection(name, configuration={"hnsw": {"space": "cosine"}},
+                                                         metadata=model_record(model), embedding_function=None)
         except bad_name as err:
             raise UniragError(f"bad collection name {name!r}: {err}") from None
     except bad_name as err:
