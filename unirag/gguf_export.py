@@ -114,8 +114,9 @@ def _add_hf_tokenizer(writer, tokenizer, vocab_size: int) -> None:
             types.append(gguf.TokenType.CONTROL if i in special or (i in added and tokenizer.added_tokens_decoder[i].special)
                          else gguf.TokenType.USER_DEFINED if i in added else gguf.TokenType.NORMAL)
     writer.add_tokenizer_model("gpt2")
-    # llama.cpp picks its pre-tokenizer regex by this name; "default" is GPT-2's, right for
-    # SmolLM-style tokenizers and an approximation for others.
+    # llama.cpp picks its pre-tokenizer split by this name, and knows each model family's by a
+    # hash of sample tokenizations that only its converter computes; "default" is its generic
+    # split, which may differ from the model's own on unusual text. Registry models keep theirs.
     writer.add_tokenizer_pre("default")
     writer.add_token_list(tokens)
     writer.add_token_types(types)
