@@ -18,7 +18,8 @@ over the same chunks (dense).
 ingesting into it (e.g. one built by an earlier reader, for a before/after in the same run).
 
     python benchmarks/retrieval.py [--db runs/db] [--sets rust,pydocs] [--modes dense,lexical,hybrid,default]
-        [--no-reference] [--as-is pydocs=pydocs-old] [--output runs/bench/retrieval.json]
+        [--no-reference] [--as-is pydocs=pydocs-old] [--query-prefix "Question: " --query-prefix ""]
+        [--output runs/bench/retrieval.json]
 """
 
 from __future__ import annotations
@@ -83,16 +84,21 @@ def main() -> None:
                         help="also score this existing collection of SET's documents, without ingesting")
     parser.add_argument("--adapter", default="default",
                         help="adapter to measure; its collections are named <collection>-<adapter folder name>")
+    parser.add_argument("--query-prefix", action="append", default=None, metavar="TEXT",
+                        help="the dense search's cue before a question (default: unirag.rag.pipeline.QUERY_PREFIX); "
+                             "repeat it to compare cues in one run, as extra rows named mode [cue]")
     parser.add_argument("--output", default="runs/bench/retrieval.json")
     args = parser.parse_args()
 
     from unirag import UniModel
     from unirag.cli_options import DEFAULT_RERANK
     from unirag.evaluation.rag import load_questions, run_rag_eval
+    from unirag.rag import pipeline
     from unirag.rag.ingest import ingest
     from unirag.rag.store import connect, open_collection
 
     model = UniModel.load(adapter=args.adapter)
+    prefixes = args.query_prefix if args.query_prefix is not None else [pipeline.QUERY_PREFIX]
     client = connect(args.db)
     results, table = {}, []
     suffix = "" if args.adapter == "default" else "-" + Path(args.adapter).name
@@ -111,9 +117,16 @@ def main() -> None:
         share = overlaps(questions, collection)
         low = [i for i, s in enumerate(share) if s < LOW_OVERLAP]
         rest = [i for i, s in enumerate(share) if s >= LOW_OVERLAP]
-        runs = {mode: run_rag_eval(model, collection, questions, mode="hybrid" if mode == "default" else mode,
-                                   rerank=DEFAULT_RERANK if mode == "default" else 0)
-                for mode in args.modes.split(",")}
+        runs = {}
+        for n, prefix in enumerate(prefixes):
+            pipeline.QUERY_PREFIX = prefix
+            for mode in args.modes.split(","):
+                if n and mode == "lexical":
+                    continue  # BM25 never reads the cue
+                label = mode if n == 0 else f"{mode} [{prefix!r}]"
+                runs[label] = run_rag_eval(model, collection, questions, mode="hybrid" if mode == "default" else mode,
+                                           rerank=DEFAULT_RERANK if mode == "default" else 0)
+        pipeline.QUERY_PREFIX = prefixes[0]
         if not args.no_reference:
             try:
                 from unirag.evaluation.reference import ReferenceRetriever
@@ -138,7 +151,7 @@ def main() -> None:
         print(f"{name}: {collection.count()} chunks; {len(low)} of {len(questions)} questions share less than "
               f"{LOW_OVERLAP:.0%} of their words with a right chunk", flush=True)
     print(markdown_table(("set", "retrieval", "questions", "hit@1", "hit@3", "hit@5", "MRR"), table))
-    print(f"wrote {write_json(args.output, {'benchmark': 'retrieval', 'model': model.name, 'machine': machine_info(), 'low_overlap_below': LOW_OVERLAP, 'sets': results})}")
+    print(f"wrote {write_json(args.output, {'benchmark': 'retrieval', 'model': model.name, 'machine': machine_info(), 'low_overlap_below': LOW_OVERLAP, 'query_prefixes': prefixes, 'sets': results})}")
 
 
 if __name__ == "__main__":

@@ -47,6 +47,7 @@ except ImportError as e:  # pragma: no cover - depends on the environment
         "unirag.llama_index needs llama-index-core: pip install llama-index-core"
     ) from e
 
+from .rag.pipeline import query_text
 from .unimodel import POOLINGS, UniModel
 
 __all__ = ["UniEmbedding", "UniEvidence", "UniLLM", "UniRerank"]
@@ -131,7 +132,7 @@ class UniEmbedding(BaseEmbedding):
         return vectors.tolist()
 
     def _get_query_embedding(self, query: str) -> Embedding:
-        return self._embed([query], self.query_instruction)[0]
+        return self._embed([query_text(query)], self.query_instruction)[0]  # as unirag's own search
 
     def _get_text_embedding(self, text: str) -> Embedding:
         return self._embed([text], self.text_instruction)[0]

@@ -191,6 +191,8 @@ def rag(
     rerank_fusion: Annotated[bool, typer.Option(help="Fuse the rerank order with the retrieval order "
                                                 "(as `ask` does); off: the likelihood order alone.")] = True,
     expand: ExpandOpt = "none",
+    query_prefix: Annotated[Optional[str], typer.Option(help="Text the dense search embeds before each question "
+                                                        "(default: unirag.rag.pipeline.QUERY_PREFIX, none).")] = None,
     reference: ReferenceOpt = None,
     answers: Annotated[int, typer.Option(min=0, help="Also answer the first N questions through the ask flow and "
                                          "score them (gold keys where the set has them, citations, time).")] = 0,
@@ -222,6 +224,10 @@ def rag(
     from .rag import answer_variants, load_questions, rag_results_markdown, run_rag_eval, same_file
 
     _check_reference(reference)
+    if query_prefix is not None:
+        from ..rag import pipeline
+
+        pipeline.QUERY_PREFIX = query_prefix  # this process only: the eval runs every question through it
     if docs is None or questions is None:
         folder = data_dir(data)
         docs = docs or folder.parent / "docs" / "rust-book" / "src"

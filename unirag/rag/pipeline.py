@@ -27,6 +27,11 @@ SYSTEM_PROMPT = (
     "Answer using only the numbered context passages. Cite them by number, like [1]. "
     "If the context does not contain the answer, say so; do not guess."
 )
+# Text the dense search embeds before a question; chunks are embedded as they are. "Question: "
+# lifts dense search on questions in users' own words but cost the extractive answers two dev
+# questions per set (docs/RESULTS.md, "Retrieval in users' own words"), so none by default.
+# BM25, the rerank and the answer always read the question alone.
+QUERY_PREFIX = ""
 Turn = tuple[str, str]  # (question, answer)
 RETRIEVAL_MODES = ("hybrid", "dense", "lexical")
 CANDIDATES = 20  # per ranking, before fusion
@@ -85,7 +90,7 @@ def retrieve(model, collection, question: str, top_k: int = 5, mode: str = "hybr
     query = expand_query(model, question, expand)
     dense: list[Hit] = []
     if mode != "lexical":
-        vector = model.embed([query], pooling=store.collection_pooling(collection))[0]
+        vector = model.embed([query_text(query)], pooling=store.collection_pooling(collection))[0]
         depth = max(top_k, rerank) if mode == "dense" else max(top_k, rerank, CANDIDATES)
         result = collection.query(query_embeddings=[vector], n_results=min(depth, count),
                                   include=["documents", "metadatas", "distances"])
@@ -107,6 +112,11 @@ def retrieve(model, collection, question: str, top_k: int = 5, mode: str = "hybr
 
         hits = rerank_hits(model, question, hits, rerank, fuse=rerank_fusion)
     return hits[:top_k]
+
+
+def query_text(question: str) -> str:
+    """What the dense search embeds for a question (QUERY_PREFIX before it)."""
+    return QUERY_PREFIX + question
 
 
 def _hits(collection, ranked: Sequence[tuple[str, float]], known: dict[str, Hit]) -> list[Hit]:
