@@ -98,3 +98,10 @@ def test_default_model_round_trip(tmp_path):
     assert cosine.min() >= 0.99, cosine
     ours, theirs = greedy(uni, 16), greedy(back, 16)
     assert ours[:4] == theirs[:4], (ours, theirs)  # int8-rounded weights may part later, not at once
+
+
+def test_cli_refuses_a_bad_target_before_loading_the_model(tmp_path):
+    (tmp_path / "taken.gguf").write_text("mine")
+    result = CliRunner().invoke(app, ["export", "--gguf", str(tmp_path / "taken.gguf"), "--model",
+                                      str(tmp_path / "no-such-model")])
+    assert isinstance(result.exception, UniragError) and "exists" in str(result.exception)  # not "no model"

@@ -163,11 +163,13 @@ def export(
 ):
     """Merge an adapter into the base weights; save a plain HF folder (safetensors), a GGUF file, or both."""
     from .export import export_merged
-    from .gguf_export import export_gguf
+    from .gguf_export import check_target, export_gguf
     from .models import source_gguf
 
     if merged is None and gguf is None:
         raise UniragError("say where to write: --merged FOLDER, --gguf FILE.gguf, or both")
+    if gguf is not None:
+        check_target(gguf, gguf_type)  # before the model loads
     uni = load_model(model, adapter, precision="fp32")  # weights as trained, never bf16-held
     if merged is not None:
         out = export_merged(uni, merged)

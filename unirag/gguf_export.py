@@ -148,10 +148,8 @@ def _tensors(model, config):
         yield gguf_name, data
 
 
-def export_gguf(uni, out_file: str | Path, kind: str = "f16", source_gguf: Path | None = None) -> Path:
-    """Write `uni`'s merged model to a new GGUF file, atomically; returns its path."""
-    import gguf
-
+def check_target(out_file: str | Path, kind: str) -> Path:
+    """The output path, if it is a new .gguf file and the type is known (checked before any loading)."""
     if kind not in GGUF_TYPES:
         raise UniragError(f"unknown GGUF type {kind!r}; choose one of {', '.join(GGUF_TYPES)}")
     out_file = Path(out_file).expanduser()
@@ -159,6 +157,14 @@ def export_gguf(uni, out_file: str | Path, kind: str = "f16", source_gguf: Path 
         raise UniragError(f"{out_file} exists; choose a new file name")
     if out_file.suffix != ".gguf":
         raise UniragError(f"{out_file} should end in .gguf")
+    return out_file
+
+
+def export_gguf(uni, out_file: str | Path, kind: str = "f16", source_gguf: Path | None = None) -> Path:
+    """Write `uni`'s merged model to a new GGUF file, atomically; returns its path."""
+    import gguf
+
+    out_file = check_target(out_file, kind)
     if hasattr(uni.model, "get_base_model"):
         raise UniragError("GGUF export needs a merged model; load the adapter with merge=True")
     if uni.bf16_weights:
