@@ -35,7 +35,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_common import machine_info, markdown_table, write_json  # noqa: E402
-from decode import (AGREEMENT_PROMPTS, LLAMA_CPP_INSTALL, PROMPT, common_prefix, measure, run_llama_cpp,  # noqa: E402
+from decode import (AGREEMENT_PROMPTS, LLAMA_CPP_INSTALL, PROMPT, greedy_agreement, measure, run_llama_cpp,  # noqa: E402
                     run_unirag)
 from retrieval import SETS  # noqa: E402
 
@@ -102,17 +102,6 @@ def queries_by(embedder, collection):
     return retrieve
 
 
-def agreement(engine, reference, prompt_ids: list[list[int]], n: int) -> dict:
-    shared = total = identical = 0
-    for ids in prompt_ids:
-        ours, theirs = list(engine.generate_ids(ids, n)), list(reference.generate_ids(ids, n))
-        shared += common_prefix(ours, theirs)
-        total += len(theirs)
-        identical += ours == theirs
-    return {"token_share_before_first_difference": shared / max(total, 1), "identical": identical,
-            "prompts": len(prompt_ids)}
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--types", default="q8_0,f16")
@@ -143,7 +132,6 @@ def main() -> None:
     samples = {name: chunk_sample(c, args.chunks) for name, c in collections.items()}
     tokens = {name: sum(len(serving.tokenizer(t).input_ids) + 1 for t in texts) for name, (texts, _, _) in samples.items()}
     prompt = serving.prompt_ids(PROMPT)
-    prompts = [serving.prompt_ids(p) for p in AGREEMENT_PROMPTS]
 
     results: dict = {"unirag": {}, "gguf": {}}
     rows = []
@@ -156,7 +144,7 @@ def main() -> None:
         rows.append(["unirag (bf16, int8 decode)", name, "1 (its own)", f"{rate:,.0f}",
                      *(f"{100 * dense[m]:.1f}" for m in ("hit@1", "hit@3", "hit@5", "mrr"))])
     unirag_decode = measure(lambda: run_unirag(serving, prompt, args.new_tokens), args.repeats)
-    unirag_agree = agreement(serving, yardstick, prompts, args.new_tokens)
+    unirag_agree = greedy_agreement(serving, yardstick, AGREEMENT_PROMPTS, args.new_tokens)
     results["unirag"]["decode"] = unirag_decode
     results["unirag"]["agreement"] = unirag_agree
 
@@ -180,7 +168,7 @@ def main() -> None:
             del embedder
             generator = LlamaCppGenerator(path, args.threads)
             entry["decode"] = measure(lambda: run_llama_cpp(generator.llm, prompt, args.new_tokens), args.repeats)
-            entry["agreement"] = agreement(generator, yardstick, prompts, args.new_tokens)
+            entry["agreement"] = greedy_agreement(generator, yardstick, AGREEMENT_PROMPTS, args.new_tokens)
             results["gguf"][kind] = entry
             del generator
 
@@ -188,13 +176,13 @@ def main() -> None:
                           "dense hit@1", "hit@3", "hit@5", "MRR"), rows))
     decode_rows = [["unirag (bf16, int8 decode)", "", f"{unirag_decode['decode_tokens_per_s']:.1f}", "1.00x",
                     f"{unirag_agree['token_share_before_first_difference']:.0%}",
-                    f"{unirag_agree['identical']}/{unirag_agree['prompts']}"]]
+                    f"{unirag_agree['identical_share'] * unirag_agree['prompts']:.0f}/{unirag_agree['prompts']}"]]
     for kind, entry in results["gguf"].items():
         rate = entry["decode"]["decode_tokens_per_s"]
         decode_rows.append([f"llama.cpp, {kind} GGUF", f"{entry['bytes'] / 1e6:.0f} MB", f"{rate:.1f}",
                             f"{rate / unirag_decode['decode_tokens_per_s']:.2f}x",
                             f"{entry['agreement']['token_share_before_first_difference']:.0%}",
-                            f"{entry['agreement']['identical']}/{entry['agreement']['prompts']}"])
+                            f"{entry['agreement']['identical_share'] * entry['agreement']['prompts']:.0f}/{entry['agreement']['prompts']}"])
     print(markdown_table(("engine", "file", "decode tokens/s", "vs unirag", "tokens before the first difference "
                           "from fp32", "identical answers"), decode_rows))
     print(f"wrote {write_json(args.output, {'benchmark': 'gguf_serving', 'model': serving.name, 'machine': machine_info(), 'new_tokens': args.new_tokens, 'results': results})}")

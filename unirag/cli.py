@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import sys
 import warnings
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Annotated, Optional
 import typer
 
 from .cli_options import (DEFAULT_ANSWER, DEFAULT_RERANK, AdapterOpt, AnswerOpt, CompileOpt, Int8Opt, ModelOpt,
-                          PrecisionOpt, load_model)
+                          PrecisionOpt, launcher_rank, load_model)
 
 from .errors import UniragError
 from .evaluation.cli import eval_app
@@ -129,7 +128,7 @@ def train(
 
     config = load_config(recipe, _parse_overrides(ctx.args))
     out = run_training(config, model, str(data), str(output), resume=resume, init_adapter=init_adapter)
-    if os.environ.get("RANK", "0") == "0":  # under torchrun / accelerate only the first process writes it
+    if launcher_rank()[0] == 0:  # under torchrun / accelerate only the first process writes it
         typer.echo(f"unirag: adapter written to {out}")
 
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from typing import Annotated, Optional
 
 import typer
+
+from .errors import UniragError
 
 ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Registry name, local HF folder or hub id.")]
 AdapterOpt = Annotated[str, typer.Option(
@@ -40,6 +43,15 @@ def load_model(model: str, adapter: Optional[str] = "default", precision: str = 
 
     return UniModel.load(model, adapter, precision=precision, max_length=max_length, compile_decode=compile_decode,
                          int8_decode=int8_decode)
+
+
+def launcher_rank() -> tuple[int, int]:
+    """(this process, how many) under torchrun / accelerate launch, which set RANK and WORLD_SIZE."""
+    try:
+        return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError:
+        raise UniragError("RANK and WORLD_SIZE must be whole numbers (set by torchrun or accelerate launch)") from None
+
 
 AnswerOpt = Annotated[str, typer.Option(
     "--answer", help="extractive: the best evidence sentences, quoted with [n]; generated: a short answer the model "

@@ -10,7 +10,6 @@ contract). Heavy imports (torch, chromadb) happen inside the commands, keeping
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import Annotated, Optional
@@ -18,7 +17,7 @@ from typing import Annotated, Optional
 import typer
 
 from .cli_options import (DEFAULT_ANSWER, DEFAULT_RERANK, AdapterOpt, AnswerOpt, CompileOpt, ExpandOpt, Int8Opt,
-                          ModelOpt, PrecisionOpt, RerankOpt, RetrievalOpt, load_model)
+                          ModelOpt, PrecisionOpt, RerankOpt, RetrievalOpt, launcher_rank, load_model)
 from .errors import UniragError
 
 DbOpt = Annotated[Path, typer.Option("--db", help="Folder of the embedded Chroma database.")]
@@ -99,14 +98,6 @@ def ingest(
     who = f"worker {worker + 1} of {workers}: " if workers > 1 else ""
     typer.echo(f"unirag: {who}indexed {path} into collection {collection!r} at {chroma_url or db} "
                f"({coll.count()} chunks, model {uni.name})\n{_safe(summary.report())}")
-
-
-def launcher_rank() -> tuple[int, int]:
-    """(this process, how many) under torchrun / accelerate launch, which set RANK and WORLD_SIZE."""
-    try:
-        return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
-    except ValueError:
-        raise UniragError("RANK and WORLD_SIZE must be whole numbers (set by torchrun or accelerate launch)") from None
 
 
 def adapt(

@@ -28,8 +28,8 @@ SYSTEM_PROMPT = (
     "If the context does not contain the answer, say so; do not guess."
 )
 # Text the dense search embeds before a question; chunks are embedded as they are. "Question: "
-# lifts dense search on questions in users' own words but cost the extractive answers two dev
-# questions per set (docs/RESULTS.md, "Retrieval in users' own words"), so none by default.
+# lifts dense search on questions in users' own words but lost extractive answers on both dev
+# sets (docs/RESULTS.md, "Retrieval in users' own words"), so none by default.
 # BM25, the rerank and the answer always read the question alone.
 QUERY_PREFIX = ""
 Turn = tuple[str, str]  # (question, answer)
