@@ -85,7 +85,7 @@ def main() -> None:
     parser.add_argument("--adapter", default="default",
                         help="adapter to measure; its collections are named <collection>-<adapter folder name>")
     parser.add_argument("--query-prefix", action="append", default=None, metavar="TEXT",
-                        help="the dense search's cue before a question (default: unirag.rag.pipeline.QUERY_PREFIX); "
+                        help="the dense search's cue before a question (default: the adapter's own); "
                              "repeat it to compare cues in one run, as extra rows named mode [cue]")
     parser.add_argument("--output", default="runs/bench/retrieval.json")
     args = parser.parse_args()
@@ -93,12 +93,11 @@ def main() -> None:
     from unirag import UniModel
     from unirag.cli_options import DEFAULT_RERANK
     from unirag.evaluation.rag import load_questions, run_rag_eval
-    from unirag.rag import pipeline
     from unirag.rag.ingest import ingest
     from unirag.rag.store import connect, open_collection
 
     model = UniModel.load(adapter=args.adapter)
-    prefixes = args.query_prefix if args.query_prefix is not None else [pipeline.QUERY_PREFIX]
+    prefixes = args.query_prefix if args.query_prefix is not None else [model.query_prefix]
     client = connect(args.db)
     results, table = {}, []
     suffix = "" if args.adapter == "default" else "-" + Path(args.adapter).name
@@ -119,14 +118,14 @@ def main() -> None:
         rest = [i for i, s in enumerate(share) if s >= LOW_OVERLAP]
         runs = {}
         for n, prefix in enumerate(prefixes):
-            pipeline.QUERY_PREFIX = prefix
+            model.query_prefix = prefix
             for mode in args.modes.split(","):
                 if n and mode == "lexical":
                     continue  # BM25 never reads the cue
                 label = mode if n == 0 else f"{mode} [{prefix!r}]"
                 runs[label] = run_rag_eval(model, collection, questions, mode="hybrid" if mode == "default" else mode,
                                            rerank=DEFAULT_RERANK if mode == "default" else 0)
-        pipeline.QUERY_PREFIX = prefixes[0]
+        model.query_prefix = prefixes[0]
         if not args.no_reference:
             try:
                 from unirag.evaluation.reference import ReferenceRetriever

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from net import free_port
 
 from unirag.app import (EMPTY_COLLECTION, MAX_QUEUE, NO_SOURCES, build_app, launch, new_session,
                         parse_auth, render_sources, safe_filename)
@@ -39,11 +39,6 @@ def write_doc(folder: Path, name: str = "zorblax.md", text: str = DOC) -> Path:
 def demo(tiny, tmp_path):
     return build_app(tiny, db=tmp_path / "db", upload_dir=tmp_path / "uploads", **SMALL)
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # ---------------------------------------------------------------------- handlers, no server

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from net import free_port
 
 from unirag.errors import UniragError
 from unirag.rag import store
@@ -587,13 +588,6 @@ def corpus_file(folder: Path) -> Path:
     path.write_text("# Handbook\n\n" + "".join(f"## {title}\n\n{text}\n\n" for title, text in SECTIONS.items()))
     return path
 
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def text_of(message) -> str:

@@ -132,7 +132,7 @@ class UniEmbedding(BaseEmbedding):
         return vectors.tolist()
 
     def _get_query_embedding(self, query: str) -> Embedding:
-        return self._embed([query_text(query)], self.query_instruction)[0]  # as unirag's own search
+        return self._embed([query_text(self._model, query)], self.query_instruction)[0]  # as unirag's own search
 
     def _get_text_embedding(self, text: str) -> Embedding:
         return self._embed([text], self.text_instruction)[0]

@@ -55,6 +55,8 @@ class UniModel:
         self.device = next(model.parameters()).device
         self.autocast_dtype = resolve_precision(precision, self.device)
         self.default_pooling = self.info.get("pooling", "eos")
+        # text retrieval embeds before a question: the cue a `pairs` adapter was trained with
+        self.query_prefix: str = self.info.get("query_prefix", "")
         # what "eos" pooling appends: the EOS token, or a GEM adapter's summary token(s)
         self.embed_suffix_ids = list(self.info.get("embed_suffix_ids") or [tokenizer.eos_token_id])
         self._prefix_ids = tokenizer("", add_special_tokens=True)["input_ids"]  # e.g. [BOS]

@@ -1,5 +1,6 @@
-"""The dense search's question cue (`pipeline.QUERY_PREFIX`): embedded before the question by
-dense retrieval and by the LlamaIndex query embedding alike, never seen by BM25."""
+"""The dense search's question cue (`UniModel.query_prefix`, from the adapter's unirag.json):
+embedded before the question by dense retrieval and by the LlamaIndex query embedding alike,
+never seen by BM25."""
 
 import numpy as np
 from test_rag import SMALL, open_db, write_docs
@@ -17,7 +18,7 @@ def test_dense_search_embeds_the_cue_before_the_question(tiny, tmp_path, monkeyp
     chunk_vectors = dict(zip(got["ids"], np.asarray(got["embeddings"])))
     lexical = {}
     for cue in ("", "Question: "):
-        monkeypatch.setattr(pipeline, "QUERY_PREFIX", cue)
+        monkeypatch.setattr(tiny, "query_prefix", cue)
         query = tiny.embed([cue + QUESTION])[0]
         hits = pipeline.retrieve(tiny, collection, QUESTION, top_k=3, mode="dense")
         for hit in hits:
@@ -29,7 +30,7 @@ def test_dense_search_embeds_the_cue_before_the_question(tiny, tmp_path, monkeyp
 def test_llama_index_queries_carry_the_same_cue(tiny, monkeypatch):
     from unirag.llama_index import UniEmbedding
 
-    monkeypatch.setattr(pipeline, "QUERY_PREFIX", "Question: ")
+    monkeypatch.setattr(tiny, "query_prefix", "Question: ")
     embedding = UniEmbedding(tiny)
     np.testing.assert_allclose(embedding.get_query_embedding(QUESTION), tiny.embed(["Question: " + QUESTION])[0],
                                atol=1e-5)

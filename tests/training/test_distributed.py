@@ -3,7 +3,6 @@ writes the adapter one process writes for the same global batch. The same comman
 launcher config is the multi-GPU run (train/launch_multi_gpu.sh)."""
 
 import os
-import socket
 import subprocess
 import sys
 
@@ -13,13 +12,9 @@ from safetensors.torch import load_file
 from unirag.training.config import load_config
 from unirag.training.trainer import train
 
+from net import free_port
 from test_trainer import CORPUS_LINES
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_two_cpu_processes_train_the_adapter_one_process_trains(tiny_model_dir, tmp_path):

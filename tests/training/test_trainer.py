@@ -153,6 +153,38 @@ def test_pairs_pull_each_question_to_its_passage(tiny_model_dir, tmp_path):
         run(tiny_model_dir, bad, tmp_path / "bad", objective="pairs", steps=1)
 
 
+def test_a_pairs_cue_is_trained_recorded_and_used_by_retrieval(tiny_model_dir, corpus, tmp_path):
+    """query_prefix: each question is embedded after the cue in training (passages and negatives
+    without it); the adapter records the cue, a later stage keeps it, and the loaded model embeds
+    users' questions after it (`UniModel.query_prefix`, read by `pipeline.query_text`)."""
+    from datasets import Dataset
+    from transformers import AutoTokenizer
+
+    from unirag.rag.pipeline import query_text
+    from unirag.training.data import tokenize_pairs
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    rows = Dataset.from_list([{"query": "Why?", "passage": "Because.", "negative": "No."}])
+    plain, cued = (tokenize_pairs(rows, tokenizer, 32, 16, prefix)[0] for prefix in ("", "Question: "))
+    assert cued["query_ids"] != plain["query_ids"]
+    assert tokenizer.decode(cued["query_ids"], skip_special_tokens=True).startswith("Question: ")
+    assert (cued["input_ids"], cued["negative_ids"]) == (plain["input_ids"], plain["negative_ids"])
+
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text("".join(json.dumps({"query": f"What does line {i} say?", "passage": t}) + "\n"
+                             for i, t in enumerate(CORPUS_LINES)))
+    out = run(tiny_model_dir, pairs, tmp_path / "cued", objective="pairs", steps=1, batch_size=6,
+              micro_batch_size=6, query_prefix="Question: ")
+    assert json.loads((out / "unirag.json").read_text())["query_prefix"] == "Question: "
+    model = UniModel.load(str(tiny_model_dir), str(out), precision="fp32", int8_decode=False)
+    assert query_text(model, "Why?") == "Question: Why?"
+    config = load_config("test-tiny", {"objective": "simcse", "steps": "1"})
+    later = train(config, str(tiny_model_dir), str(corpus), str(tmp_path / "later"), init_adapter=str(out))
+    assert json.loads((later / "unirag.json").read_text())["query_prefix"] == "Question: "
+    plain_adapter = run(tiny_model_dir, corpus, tmp_path / "plain", steps=1)
+    assert "query_prefix" not in json.loads((plain_adapter / "unirag.json").read_text())
+
+
 def test_simcse_masked_positive_is_a_harder_view(tiny_model_dir, corpus, tmp_path):
     """simcse_positive=masked: the second view reads the text with p_mar of it masked, so with
     no dropout at all the two views differ (dropout views would be identical) and the loss is higher."""

@@ -192,7 +192,7 @@ def rag(
                                                 "(as `ask` does); off: the likelihood order alone.")] = True,
     expand: ExpandOpt = "none",
     query_prefix: Annotated[Optional[str], typer.Option(help="Text the dense search embeds before each question "
-                                                        "(default: unirag.rag.pipeline.QUERY_PREFIX, none).")] = None,
+                                                        "(default: the adapter's own, usually none).")] = None,
     reference: ReferenceOpt = None,
     answers: Annotated[int, typer.Option(min=0, help="Also answer the first N questions through the ask flow and "
                                          "score them (gold keys where the set has them, citations, time).")] = 0,
@@ -224,10 +224,6 @@ def rag(
     from .rag import answer_variants, load_questions, rag_results_markdown, run_rag_eval, same_file
 
     _check_reference(reference)
-    if query_prefix is not None:
-        from ..rag import pipeline
-
-        pipeline.QUERY_PREFIX = query_prefix  # this process only: the eval runs every question through it
     if docs is None or questions is None:
         folder = data_dir(data)
         docs = docs or folder.parent / "docs" / "rust-book" / "src"
@@ -245,6 +241,8 @@ def rag(
         typer.echo(f"unirag: warning: {len(missing)} answer file(s) are not under {docs}: "
                    f"{', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}", err=True)
     uni = load_model(model, adapter, precision)
+    if query_prefix is not None:
+        uni.query_prefix = query_prefix
     if chunk_size + 32 > uni.max_length:
         raise UniragError(f"--chunk-size {chunk_size} leaves no room under the model's max_length {uni.max_length}")
     coll = open_collection(connect(db), collection, uni, create=ingest)

@@ -27,11 +27,6 @@ SYSTEM_PROMPT = (
     "Answer using only the numbered context passages. Cite them by number, like [1]. "
     "If the context does not contain the answer, say so; do not guess."
 )
-# Text the dense search embeds before a question; chunks are embedded as they are. "Question: "
-# lifts dense search on questions in users' own words but lost extractive answers on both dev
-# sets (docs/RESULTS.md, "Retrieval in users' own words"), so none by default.
-# BM25, the rerank and the answer always read the question alone.
-QUERY_PREFIX = ""
 Turn = tuple[str, str]  # (question, answer)
 RETRIEVAL_MODES = ("hybrid", "dense", "lexical")
 CANDIDATES = 20  # per ranking, before fusion
@@ -90,7 +85,7 @@ def retrieve(model, collection, question: str, top_k: int = 5, mode: str = "hybr
     query = expand_query(model, question, expand)
     dense: list[Hit] = []
     if mode != "lexical":
-        vector = model.embed([query_text(query)], pooling=store.collection_pooling(collection))[0]
+        vector = model.embed([query_text(model, query)], pooling=store.collection_pooling(collection))[0]
         depth = max(top_k, rerank) if mode == "dense" else max(top_k, rerank, CANDIDATES)
         result = collection.query(query_embeddings=[vector], n_results=min(depth, count),
                                   include=["documents", "metadatas", "distances"])
@@ -114,9 +109,11 @@ def retrieve(model, collection, question: str, top_k: int = 5, mode: str = "hybr
     return hits[:top_k]
 
 
-def query_text(question: str) -> str:
-    """What the dense search embeds for a question (QUERY_PREFIX before it)."""
-    return QUERY_PREFIX + question
+def query_text(model, question: str) -> str:
+    """What the dense search embeds for a question: the model's `query_prefix` (the cue its adapter
+    was trained with; chunks are embedded as they are) before it. BM25, the rerank and the answer
+    always read the question alone."""
+    return model.query_prefix + question
 
 
 def _hits(collection, ranked: Sequence[tuple[str, float]], known: dict[str, Hit]) -> list[Hit]:

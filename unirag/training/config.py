@@ -65,6 +65,9 @@ class TrainConfig:
     # pairs: a .jsonl of {"query", "passage"[, "negative"]}; each query must pick its passage among
     # the micro-batch's passages and negatives (InfoNCE at `temperature`); questions are cut here
     query_length: int = 64
+    # text embedded before each question (an asymmetric cue; passages get none). The adapter
+    # records it, and retrieval embeds users' questions after the same text.
+    query_prefix: str = ""
     # GEM
     gem_tokens: int = 1
     gem_contrastive: float = 0.0       # weight of an optional SimCSE term on the summary state

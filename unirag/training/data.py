@@ -85,9 +85,9 @@ def load_pairs(path: str | Path):
     return dataset.select_columns([c for c in ("query", "passage", "negative") if c in dataset.column_names])
 
 
-def tokenize_pairs(dataset, tokenizer, max_length: int, query_length: int):
-    """Passages as `input_ids`, questions as `query_ids`, negatives (if any) as `negative_ids`; each
-    truncated and given EOS, as embedded."""
+def tokenize_pairs(dataset, tokenizer, max_length: int, query_length: int, query_prefix: str = ""):
+    """Passages as `input_ids`, questions as `query_ids` (after `query_prefix`), negatives (if any)
+    as `negative_ids`; each truncated and given EOS, as embedded."""
     eos = tokenizer.eos_token_id
     prefix = tokenizer("", add_special_tokens=True)["input_ids"]
 
@@ -97,7 +97,8 @@ def tokenize_pairs(dataset, tokenizer, max_length: int, query_length: int):
                                     ("negative", "negative_ids", max_length)):
             if column not in batch:
                 continue
-            ids = tokenizer(batch[column], add_special_tokens=False)["input_ids"]
+            texts = [query_prefix + q for q in batch[column]] if column == "query" else batch[column]
+            ids = tokenizer(texts, add_special_tokens=False)["input_ids"]
             out[name] = [prefix + row[: limit - 1 - len(prefix)] + [eos] for row in ids]
         return out
 

@@ -360,6 +360,11 @@ def lineage(init_adapter: str | Path) -> dict:
     return {"path": str(init_adapter), **{k: earlier[k] for k in keys if k in earlier}}
 
 
+def _earlier_query_prefix(init_adapter: str | Path | None) -> str:
+    record = Path(init_adapter) / UNIRAG_JSON if init_adapter else None
+    return json.loads(record.read_text()).get("query_prefix", "") if record and record.is_file() else ""
+
+
 def _stage_line(meta: dict) -> str:
     cfg = meta["config"]
     return (f"recipe `{cfg['recipe']}`; steps {_steps(meta)}, batch {cfg['batch_size']}, lr {cfg['lr']}, "
@@ -435,7 +440,8 @@ def train(config: TrainConfig, model: str, data: str, output: str, resume: bool 
     base, tokenizer = load_base(model)
     mask_token, mask_id = choose_mask_token(tokenizer, config.mask_token)
     if config.objective == "pairs":
-        dataset = tokenize_pairs(load_pairs(data), tokenizer, config.max_length, config.query_length)
+        dataset = tokenize_pairs(load_pairs(data), tokenizer, config.max_length, config.query_length,
+                                 config.query_prefix)
     else:
         texts = load_texts(data) if texts is None else texts
         if config.text_unit == "sentence":
@@ -464,6 +470,10 @@ def train(config: TrainConfig, model: str, data: str, output: str, resume: bool 
     }
     if init_adapter:
         meta["continued_from"] = lineage(init_adapter)
+    # how retrieval must embed a question: this stage's cue, or the one an earlier stage taught
+    query_prefix = config.query_prefix if config.objective == "pairs" else _earlier_query_prefix(init_adapter)
+    if query_prefix:
+        meta["query_prefix"] = query_prefix
     if summary_ids:  # GEM embeds at the summary token(s) appended after the text, not at EOS
         meta.update(summary_tokens=summary_tokens, embed_suffix_ids=summary_ids)
     stopper = StopOnSignal()
