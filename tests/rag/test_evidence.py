@@ -166,3 +166,28 @@ def test_quotes_leave_code_fence_lines_out():
 
     text = "Shadow it as follows:\n\n```rust\nlet x = x + 1;"
     assert quote(Span(0, 0, len(text), text)) == "“Shadow it as follows: let x = x + 1;” [1]"
+
+
+def test_draft_scorer_quotes_the_sentence_closest_to_the_models_draft(tiny, monkeypatch):
+    """"draft": the model writes a short answer from the chunks first; the unit whose embedding is
+    nearest that draft's ranks first (here the draft is made to repeat one sentence exactly)."""
+    from unirag.rag import evidence
+
+    seen = []
+
+    def draft(model, question, given):
+        seen.append([h.id for h in given])
+        return "The quick brown fox jumps over the lazy dog."
+
+    monkeypatch.setattr(evidence, "draft_answer", draft)
+    ev = select(tiny, "How does a loop return a value?", hits(), max_words=10, scorers=("draft",))
+    assert ev.spans[0].text == "The quick brown fox jumps over the lazy dog."
+    assert seen == [["a", "b"]]  # drafted from the chunks as retrieved
+
+
+def test_the_draft_fits_the_context_window(tiny):
+    """The draft prompt is trimmed like the answer's: chunks that do not fit are left out."""
+    from unirag.rag.evidence import draft_answer
+
+    many = [Hit(str(i), 1.0, CHUNK, "loops.md", "Loops") for i in range(6)]
+    assert isinstance(draft_answer(tiny, "How does a loop return a value?", many), str)
