@@ -65,6 +65,8 @@ def test_export_merged_loads_as_plain_model(tiny_model_dir, tmp_path):
     from unirag import UniModel
 
     adapter = make_adapter(tiny_model_dir, tmp_path / "adapter")
+    record = json.loads((adapter / "unirag.json").read_text())
+    (adapter / "unirag.json").write_text(json.dumps({**record, "query_prefix": "Question: "}))
     out = tmp_path / "merged"
     result = runner.invoke(app, ["export", "--merged", str(out), "--model", str(tiny_model_dir), "--adapter", str(adapter)])
     assert result.exit_code == 0, result.output
@@ -72,6 +74,9 @@ def test_export_merged_loads_as_plain_model(tiny_model_dir, tmp_path):
     merged = UniModel.load(str(out), precision="fp32").embed(["A dog ran."])
     direct = UniModel.load(str(tiny_model_dir), str(adapter), precision="fp32").embed(["A dog ran."])
     np.testing.assert_allclose(merged, direct, atol=1e-5)
+    # the merged folder keeps how its adapter embeds: pooling and the question cue
+    loaded = UniModel.load(str(out), precision="fp32")
+    assert (loaded.default_pooling, loaded.query_prefix) == ("eos", "Question: ")
     again = runner.invoke(app, ["export", "--merged", str(out), "--model", str(tiny_model_dir)])
     assert again.exit_code != 0
     from safetensors import safe_open

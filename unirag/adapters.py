@@ -54,6 +54,18 @@ def read_adapter_info(path: str | Path) -> dict:
         raise UniragError(f"{info_file} is corrupt (not valid JSON)") from None
 
 
+def merged_info(model_dir: str | Path) -> dict:
+    """The unirag.json a merged export (`unirag export --merged`) carries: how its adapter embeds
+    (pooling, summary tokens, question cue). Empty for any other model or name."""
+    info_file = Path(model_dir).expanduser() / UNIRAG_JSON
+    if not info_file.is_file():
+        return {}
+    try:
+        return json.loads(info_file.read_text())
+    except (ValueError, UnicodeDecodeError):
+        raise UniragError(f"{info_file} is corrupt (not valid JSON)") from None
+
+
 def weights_digest(path: str | Path, length: int = 8) -> str:
     """The first `length` hex digits of the SHA-256 of the adapter's weights file.
 
