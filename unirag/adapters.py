@@ -45,19 +45,13 @@ def read_adapter_info(path: str | Path) -> dict:
                 "(re-save it with save_pretrained(safe_serialization=True))"
             )
         raise UniragError(f"{path} has no adapter_model.safetensors; the adapter is incomplete")
-    info_file = path / UNIRAG_JSON
-    if not info_file.is_file():
-        return {}
-    try:
-        return json.loads(info_file.read_text())
-    except (ValueError, UnicodeDecodeError):
-        raise UniragError(f"{info_file} is corrupt (not valid JSON)") from None
+    return read_record(path)
 
 
-def merged_info(model_dir: str | Path) -> dict:
-    """The unirag.json a merged export (`unirag export --merged`) carries: how its adapter embeds
-    (pooling, summary tokens, question cue). Empty for any other model or name."""
-    info_file = Path(model_dir).expanduser() / UNIRAG_JSON
+def read_record(folder: str | Path) -> dict:
+    """The folder's unirag.json (an adapter's, or the one a merged export carries: how it embeds,
+    pooling, summary tokens, question cue), or {} where there is none."""
+    info_file = Path(folder).expanduser() / UNIRAG_JSON
     if not info_file.is_file():
         return {}
     try:

@@ -118,13 +118,13 @@ class UniModel:
         static_cache=True decodes into a preallocated KV cache (docs/PERFORMANCE.md section 2).
         int8_decode=False runs generated tokens on the bf16 weights instead of an int8 copy.
         """
-        from .adapters import apply_adapter, merged_info, weights_digest
+        from .adapters import apply_adapter, read_record, weights_digest
         from .models import DEFAULT_MODEL, load_base, resolve_adapter
 
         model_name = model or DEFAULT_MODEL
         adapter = resolve_adapter(model_name, adapter)
         base, tokenizer = load_base(model_name, trust_remote_code=trust_remote_code)
-        info: dict = {} if adapter else merged_info(model_name)
+        info: dict = {} if adapter else read_record(model_name)  # a merged export's record
         name = model_name
         if adapter:
             base, info = apply_adapter(base, adapter, merge=merge)

@@ -8,9 +8,9 @@ code lines: `sentences.py`) and each unit is scored against the question with th
   unit alone;
 - "embedding": cosine of the question's EOS embedding and the unit's;
 - "draft": cosine of the unit's EOS embedding and that of a draft answer the model first writes
-  from the whole chunks (one short sentence, greedy). At 135M the draft is rarely right word for
-  word, but it says what the model understood the answer to be, in the passages' vocabulary; the
-  sentence closest to it is quoted instead of the draft itself;
+  from the whole chunks (one short sentence, greedy). The model's own writing drifts from its
+  evidence (the generated answers in docs/RESULTS.md), but the draft says what it took the answer
+  to be; the sentence closest to it is quoted, never the draft itself;
 - "answer": how much more likely the model finds the unit as an answer after the question than
   without it (pointwise mutual information; removes the bias towards generic, fluent text);
 - "lexical": content words shared with the question (stemmed; helps where words match), the
@@ -41,8 +41,8 @@ from .sentences import Unit, split_units, word_count
 
 SCORERS = ("likelihood", "embedding", "draft", "answer", "lexical", "rank")
 # chosen on the two dev sets: the model's scorers fused with the chunk's rank beat the rank alone
-# (docs/RESULTS.md, "Answers"). "draft" gained 2 of 80 answers for half as much time again per
-# answer, within the noise of 40 questions, so it stays selectable, as do "answer" and "lexical"
+# (docs/RESULTS.md, "Answers"). "draft" adds a generation to every answer and its gain on the dev
+# sets was within their noise, so it stays selectable, as do "answer" and "lexical"
 DEFAULT_SCORERS = ("likelihood", "embedding", "rank")
 DRAFT_SYSTEM = "Answer the question in one short sentence, using only the passages."
 DRAFT_TOKENS = 24  # its first sentence: what the similarity needs

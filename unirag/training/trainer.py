@@ -23,7 +23,7 @@ import torch
 import torch.nn as nn
 from transformers import Trainer, TrainerCallback, TrainerState, TrainingArguments
 
-from ..adapters import UNIRAG_JSON, base_fingerprint
+from ..adapters import UNIRAG_JSON, base_fingerprint, read_record
 from ..errors import UniragError
 from .config import TrainConfig
 from .objectives import (IGNORE_INDEX, TinyDecoder, eos_hidden, gem_attention_mask, gem_embedding, gem_insert,
@@ -353,16 +353,10 @@ def write_output(module: UniMAEModule, tokenizer, out_dir: Path, meta: dict) -> 
 def lineage(init_adapter: str | Path) -> dict:
     """The record of the adapter a run continues (its unirag.json, with its own lineage), so the
     final adapter says how every stage of it was trained."""
-    record = Path(init_adapter) / UNIRAG_JSON
-    earlier = json.loads(record.read_text()) if record.is_file() else {}
+    earlier = read_record(init_adapter)
     keys = ("name", "objective", "data", "examples", "mask_token", "config", "final_losses", "train_seconds",
             "steps_done", "continued_from")
     return {"path": str(init_adapter), **{k: earlier[k] for k in keys if k in earlier}}
-
-
-def _earlier_query_prefix(init_adapter: str | Path | None) -> str:
-    record = Path(init_adapter) / UNIRAG_JSON if init_adapter else None
-    return json.loads(record.read_text()).get("query_prefix", "") if record and record.is_file() else ""
 
 
 def _stage_line(meta: dict) -> str:
@@ -471,7 +465,8 @@ def train(config: TrainConfig, model: str, data: str, output: str, resume: bool 
     if init_adapter:
         meta["continued_from"] = lineage(init_adapter)
     # how retrieval must embed a question: this stage's cue, or the one an earlier stage taught
-    query_prefix = config.query_prefix if config.objective == "pairs" else _earlier_query_prefix(init_adapter)
+    earlier_prefix = read_record(init_adapter).get("query_prefix", "") if init_adapter else ""
+    query_prefix = config.query_prefix if config.objective == "pairs" else earlier_prefix
     if query_prefix:
         meta["query_prefix"] = query_prefix
     if summary_ids:  # GEM embeds at the summary token(s) appended after the text, not at EOS
