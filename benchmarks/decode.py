@@ -5,13 +5,13 @@ bandwidth, not FLOPs. This script measures how close each engine gets to that bo
 
 - unirag: `UniModel.generate_ids(prompt_ids)` greedy (its own step loop over a DynamicCache), at
   `--precision` (auto: bf16 autocast with bf16-held decoder weights where the CPU has native bf16).
-- unirag bf16 steps: the same with `int8_decode=False`: generated tokens' steps on the bf16
-  weights instead of the int8 copy (unirag/quantized_decode.py) the default reads. Beside the
-  speed, the int8 copy's cost: its bytes, greedy agreement with bf16 steps over
-  `--agreement-prompts` prompts (tokens before the first difference; beside it, bf16 steps' and
-  int8 steps' agreement with the fp32 model, the yardstick), and wikitext-2 perplexity
-  of the first `--ppl-tokens` tokens (windows of 1024) with every matmul on the int8 weights
-  against the bf16 weights (`--wikitext`, skipped where the file is missing).
+- unirag int8 copy / bf16 steps: the same with `decode_copy="int8"` / `decode_copy=None`:
+  generated tokens' steps on an int8 copy or on the bf16 weights instead of the int4 copy
+  (unirag/quantized_decode.py) the default reads. Beside the speed, each copy's cost: its bytes,
+  greedy agreement with bf16 steps over `--agreement-prompts` prompts (tokens before the first
+  difference; beside it, each path's agreement with the fp32 model, the yardstick), and
+  wikitext-2 perplexity of the first `--ppl-tokens` tokens (windows of 1024) with every matmul on
+  the copy against the bf16 weights (`--wikitext`, skipped where the file is missing).
 - unirag static cache: the same with `static_cache=True` (generated tokens' keys and values
   written into a preallocated StaticCache instead of a growing DynamicCache).
 - unirag compiled: the same with `compile_decode=True` (generated tokens' steps through
@@ -115,17 +115,19 @@ def greedy_agreement(uni, reference, prompts: list[str], n: int) -> dict:
             "identical_share": identical / max(len(prompts), 1)}
 
 
-def int8_perplexity(uni, path: str, tokens: int, window: int = 1024) -> dict:
+def copy_perplexity(models: list, path: str, tokens: int, window: int = 1024) -> dict:
     """wikitext-2 perplexity over the first `tokens` tokens (non-overlapping windows), with the
-    bf16 weights and the fp32 head as `embed`/prompts run them, and with every matmul on the
-    int8 copy (the weights generated tokens read)."""
+    bf16 weights and the fp32 head as `embed`/prompts run them ("bf16"), and with every matmul on
+    each model's decode copy (the weights its generated tokens read; keyed by the copy's format).
+    The models share one module."""
     import math
 
     import torch
 
     text = "\n\n".join(line for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip())
+    uni = models[0]
     ids = uni.tokenizer(text)["input_ids"][:tokens]
-    nll = {"bf16": 0.0, "int8": 0.0}
+    nll = {"bf16": 0.0, **{model.decode_copy.format: 0.0 for model in models}}
     scored = 0
     for begin in range(0, len(ids) - 1, window):
         chunk = torch.tensor([ids[begin:begin + window]])
@@ -133,15 +135,16 @@ def int8_perplexity(uni, path: str, tokens: int, window: int = 1024) -> dict:
         with uni.forward_context():
             hidden = uni.decoder(input_ids=chunk).last_hidden_state[0, :-1]
             logits = {"bf16": uni._lm_head(hidden.float())}
-            with uni.int8.steps(any_rows=True):
-                hidden8 = uni.decoder(input_ids=chunk).last_hidden_state[0, :-1]
-                logits["int8"] = uni.int8.head_logits(hidden8)
+            for model in models:
+                copy = model.decode_copy
+                with copy.steps(any_rows=True):
+                    logits[copy.format] = copy.head_logits(uni.decoder(input_ids=chunk).last_hidden_state[0, :-1])
         for key, values in logits.items():
             nll[key] += float(-torch.log_softmax(values.float(), -1).gather(1, targets[:, None]).sum())
         scored += len(targets)
     ppl = {key: math.exp(value / scored) for key, value in nll.items()}
-    return {"tokens": scored, "window": window, "bf16": ppl["bf16"], "int8": ppl["int8"],
-            "change": ppl["int8"] / ppl["bf16"] - 1}
+    return {"tokens": scored, "window": window, **ppl,
+            "change": {key: value / ppl["bf16"] - 1 for key, value in ppl.items() if key != "bf16"}}
 
 
 def weight_bytes(model) -> int:
@@ -280,7 +283,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch and llama.cpp threads (default: torch's)")
     parser.add_argument("--no-compile", action="store_true", help="leave out the torch.compile row (it compiles first)")
     parser.add_argument("--agreement-prompts", type=int, default=len(AGREEMENT_PROMPTS),
-                        help="prompts for the int8 copy's greedy agreement with bf16 steps")
+                        help="prompts for the decode copies' greedy agreement with bf16 steps")
     parser.add_argument("--ppl-tokens", type=int, default=4096, help="wikitext-2 tokens for the perplexity check")
     parser.add_argument("--wikitext", default="../shared/data/eval/lm/wikitext2-test.txt")
     parser.add_argument("--quick", action="store_true", help="smoke run: 8 tokens, 1 repeat, 64 MiB copy")
@@ -335,57 +338,62 @@ def main() -> None:
         precision = "fp32 steps, bf16 autocast prefill"
     else:
         precision = "fp32"
-    int8_copy = uni.int8.nbytes if uni.int8 is not None else 0
-    default_weights = (f"int8 copy ({int8_copy / 1e6:.0f} MB) for generated tokens; prompt on {precision}"
-                       if int8_copy else precision)
+    copy = uni.decode_copy
+    copy_bytes = {copy.format: copy.nbytes} if copy is not None else {}
+    default_weights = (f"{copy.format} copy ({copy.nbytes / 1e6:.0f} MB) for generated tokens; prompt on {precision}"
+                       if copy is not None else precision)
     r = measure(lambda: run_unirag(uni, prompt_ids, n), args.repeats)
     rows.append({"engine": "unirag UniModel.generate_ids", "weights": f"{default_weights} (merged adapter)",
-                 "int8_steps": uni.int8 is not None, **r})
+                 "copy": copy.format if copy else None, **r})
     print(f"unirag: {r['decode_tokens_per_s']:.1f} tokens/s", flush=True)
 
-    quality = {}
-    if int8_copy:
-        bf16_steps = UniModel(uni.model, uni.tokenizer, uni.name, precision=args.precision, info=uni.info,
-                              int8_decode=False)
-        quality["int8_copy_bytes"] = int8_copy
-        prompts = AGREEMENT_PROMPTS[:args.agreement_prompts]
-        del uni._stop_ids  # agreement compares answers as users get them: ending at EOS
-        quality["agreement"] = greedy_agreement(uni, bf16_steps, prompts, n)
-        print(f"int8 copy {int8_copy / 1e6:.0f} MB; greedy agreement with bf16 steps: {quality['agreement']}",
-              flush=True)
-        # the yardstick: how far bf16 steps themselves stay from the fp32 model's greedy tokens
-        fp32 = UniModel(plain_model, uni.tokenizer, uni.name, precision="fp32", info=uni.info)
-        quality["bf16_agreement_with_fp32"] = greedy_agreement(bf16_steps, fp32, prompts, n)
-        quality["int8_agreement_with_fp32"] = greedy_agreement(uni, fp32, prompts, n)
-        print(f"greedy agreement with fp32: bf16 steps {quality['bf16_agreement_with_fp32']}, "
-              f"int8 steps {quality['int8_agreement_with_fp32']}", flush=True)
-        uni._stop_ids = lambda: set()
-        if Path(args.wikitext).exists():
-            quality["perplexity"] = int8_perplexity(uni, args.wikitext, args.ppl_tokens)
-            print(f"wikitext-2 perplexity: {quality['perplexity']}", flush=True)
-        else:
-            print(f"perplexity skipped: {args.wikitext} not found", flush=True)
-
-    # other UniModels over the same module; compiled steps take no int8 copy
-    variants = [("unirag, int8_decode=False (bf16 steps)", {"int8_decode": False}, precision),
-                ("unirag, static_cache=True", {"static_cache": True}, default_weights)]
+    # other UniModels over the same module; compiled steps take no decode copy
+    variants = [("unirag, decode_copy=\"int8\"", {"decode_copy": "int8"}),
+                ("unirag, decode_copy=None (bf16 steps)", {"decode_copy": None}),
+                ("unirag, decode_copy=None, static_cache=True", {"decode_copy": None, "static_cache": True})]
     if not args.no_compile:
-        variants += [("unirag, compile_decode=True", {"compile_decode": True}, precision),
-                     ("unirag, compile_decode + static_cache", {"compile_decode": True, "static_cache": True},
-                      precision)]
-    for engine, options, weights in variants:
-        other = UniModel(uni.model, uni.tokenizer, uni.name, precision=args.precision, info=uni.info, **options)
+        variants += [("unirag, compile_decode=True", {"compile_decode": True}),
+                     ("unirag, compile_decode + static_cache", {"compile_decode": True, "static_cache": True})]
+    others = {}
+    for engine, options in variants:
+        other = others[engine] = UniModel(uni.model, uni.tokenizer, uni.name, precision=args.precision,
+                                          info=uni.info, **options)
         other._stop_ids = lambda: set()
         r = measure(lambda: run_unirag(other, prompt_ids, n), args.repeats)
-        rows.append({"engine": engine, "weights": f"{weights} (merged adapter)", "int8_steps": other.int8 is not None,
-                     **r})
+        other_copy = other.decode_copy
+        if other_copy is not None:
+            copy_bytes[other_copy.format] = other_copy.nbytes
+        weights = f"{other_copy.format} copy for generated tokens" if other_copy else precision
+        rows.append({"engine": engine, "weights": f"{weights} (merged adapter)",
+                     "copy": other_copy.format if other_copy else None, **r})
         print(f"{engine}: {r['decode_tokens_per_s']:.1f} tokens/s (warm-up {r['warmup_s']:.0f} s)", flush=True)
     for row in rows:
-        # the int8 steps read the int8 copy; the others (and compiled steps: no int8) the held weights
-        step_bytes = int8_copy if row["int8_steps"] else uni_bytes
+        # steps on a copy read the copy; the others (and compiled steps: no copy) the held weights
+        step_bytes = copy_bytes[row["copy"]] if row["copy"] else uni_bytes
         bound = bound_tokens_per_s(step_bytes, bandwidth)
         row.update(bytes_per_token=step_bytes, bound_tokens_per_s=bound,
                    share_of_bound=row["decode_tokens_per_s"] / bound)
+
+    quality = {"copy_bytes": copy_bytes}
+    copies = [model for model in (uni, *others.values()) if model.decode_copy is not None]
+    bf16_steps = others["unirag, decode_copy=None (bf16 steps)"]
+    prompts = AGREEMENT_PROMPTS[:args.agreement_prompts]
+    fp32 = UniModel(plain_model, uni.tokenizer, uni.name, precision="fp32", info=uni.info)
+    for model in (uni, *others.values(), fp32):
+        model.__dict__.pop("_stop_ids", None)  # agreement compares answers as users get them: ending at EOS
+    # the yardstick: how far bf16 steps themselves stay from the fp32 model's greedy tokens
+    quality["agreement_with_fp32"] = {"bf16 steps": greedy_agreement(bf16_steps, fp32, prompts, n)}
+    quality["agreement_with_bf16_steps"] = {}
+    for model in copies:
+        fmt = model.decode_copy.format
+        quality["agreement_with_bf16_steps"][fmt] = greedy_agreement(model, bf16_steps, prompts, n)
+        quality["agreement_with_fp32"][fmt] = greedy_agreement(model, fp32, prompts, n)
+    print(f"greedy agreement: {quality}", flush=True)
+    if copies and Path(args.wikitext).exists():
+        quality["perplexity"] = copy_perplexity(copies, args.wikitext, args.ppl_tokens)
+        print(f"wikitext-2 perplexity: {quality['perplexity']}", flush=True)
+    elif copies:
+        print(f"perplexity skipped: {args.wikitext} not found", flush=True)
 
     pad_id = uni.tokenizer.pad_token_id if uni.tokenizer.pad_token_id is not None else uni.tokenizer.eos_token_id
     r = measure(lambda: run_plain(plain_model, prompt_ids, n, pad_id), args.repeats)
@@ -447,7 +455,7 @@ def main() -> None:
         "copy_bandwidth_gbs": bandwidth, "read_bandwidth_gbs": read_bandwidth,
         "fp32_weight_bytes": fp32_bytes, "fp32_bound_tokens_per_s": fp32_bound,
         "unirag_weight_bytes": uni_bytes, "unirag_bound_tokens_per_s": uni_bound, "linear_kernels": kernels,
-        "int8_quality": quality,
+        "copy_quality": quality,
         "gguf": str(gguf) if gguf else None, "gguf_bytes": gguf.stat().st_size if gguf else None,
         "rows": rows,
     }

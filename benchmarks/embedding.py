@@ -108,7 +108,7 @@ def dynamic_int8_row(args, texts, uni, tokens: int, padded: int) -> dict:
 
     from unirag import UniModel
 
-    quantized = UniModel.load(args.model, args.adapter, precision="fp32", int8_decode=False)
+    quantized = UniModel.load(args.model, args.adapter, precision="fp32", decode_copy=None)
     model = quantized.model.get_base_model() if hasattr(quantized.model, "get_base_model") else quantized.model
     model.model.layers = torch.ao.quantization.quantize_dynamic(
         model.model.layers, {torch.nn.Linear: torch.ao.quantization.per_channel_dynamic_qconfig})

@@ -3,7 +3,7 @@
 Why: llama.cpp and Ollama users should get the same embeddings and answers from an exported file
 as from unirag. For each `--types` (GGUF weight types) the script exports the default model (the
 shipped adapter merged) into a temporary folder, loads the file with llama-cpp-python, and reports
-side by side with unirag's default serving model (bf16 weights, int8 decode copy):
+side by side with unirag's default serving model (bf16 weights, int4 decode copy):
 
 - embedding agreement: cosine between llama.cpp's embedding (`pooling last`, text + EOS) and the
   vector unirag stored for the same chunk, over the first `--chunks` chunks of each set's
@@ -125,7 +125,7 @@ def main() -> None:
     from unirag.rag.store import connect
 
     serving = UniModel.load()  # what `unirag ask` runs
-    yardstick = UniModel.load(precision="fp32", int8_decode=False)  # the weights as trained, fp32
+    yardstick = UniModel.load(precision="fp32", decode_copy=None)  # the weights as trained, fp32
     client = connect(args.db)
     collections = {name: client.get_collection(SETS[name][2]) for name in args.sets.split(",")}
     questions = {name: load_questions(SETS[name][1]) for name in collections}
@@ -141,7 +141,7 @@ def main() -> None:
         rate = tokens[name] / (time.perf_counter() - start)
         dense = run_rag_eval(serving, collection, questions[name], mode="dense")["metrics"]
         results["unirag"][name] = {"embed_tokens_per_s": rate, "dense": dense}
-        rows.append(["unirag (bf16, int8 decode)", name, "1 (its own)", f"{rate:,.0f}",
+        rows.append(["unirag (bf16, int4 decode copy)", name, "1 (its own)", f"{rate:,.0f}",
                      *(f"{100 * dense[m]:.1f}" for m in ("hit@1", "hit@3", "hit@5", "mrr"))])
     unirag_decode = measure(lambda: run_unirag(serving, prompt, args.new_tokens), args.repeats)
     unirag_agree = greedy_agreement(serving, yardstick, AGREEMENT_PROMPTS, args.new_tokens)
@@ -174,7 +174,7 @@ def main() -> None:
 
     print(markdown_table(("engine", "set", "cosine to unirag's vectors", "embed tokens/s",
                           "dense hit@1", "hit@3", "hit@5", "MRR"), rows))
-    decode_rows = [["unirag (bf16, int8 decode)", "", f"{unirag_decode['decode_tokens_per_s']:.1f}", "1.00x",
+    decode_rows = [["unirag (bf16, int4 decode copy)", "", f"{unirag_decode['decode_tokens_per_s']:.1f}", "1.00x",
                     f"{unirag_agree['token_share_before_first_difference']:.0%}",
                     f"{unirag_agree['identical_share'] * unirag_agree['prompts']:.0f}/{unirag_agree['prompts']}"]]
     for kind, entry in results["gguf"].items():

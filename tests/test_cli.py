@@ -33,16 +33,22 @@ def test_generate(tiny_model_dir):
     assert result.exit_code == 0, result.output
 
 
-def test_no_int8_keeps_generation_on_the_model_weights(tiny_model_dir):
+def test_decode_copy_option_picks_the_weights_generated_tokens_read(tiny_model_dir):
     from unirag.cli_options import load_model
-    from unirag.quantized_decode import supported as int8_supported
+    from unirag.errors import UniragError
+    from unirag.quantized_decode import supported
 
-    result = runner.invoke(app, ["generate", "hello", "--model", str(tiny_model_dir), "--max-new-tokens", "5",
-                                 "--precision", "bf16", "--no-int8"])
-    assert result.exit_code == 0, result.output
-    assert load_model(str(tiny_model_dir), "none", "bf16", int8_decode=False).int8 is None
+    for choice in ("none", "int8", "int4"):
+        result = runner.invoke(app, ["generate", "hello", "--model", str(tiny_model_dir), "--max-new-tokens", "5",
+                                     "--precision", "bf16", "--decode-copy", choice])
+        assert result.exit_code == 0, result.output
+    assert load_model(str(tiny_model_dir), "none", "bf16", decode_copy="none").decode_copy is None
     on = load_model(str(tiny_model_dir), "none", "bf16")
-    assert (on.int8 is not None) == int8_supported(on.device)
+    assert (on.decode_copy is not None) == supported(on.device)
+    if on.decode_copy is not None:
+        assert on.decode_copy.format == ("int4" if supported(on.device, "int4") else "int8")
+    result = runner.invoke(app, ["generate", "hello", "--model", str(tiny_model_dir), "--decode-copy", "int3"])
+    assert isinstance(result.exception, UniragError) and "int3" in str(result.exception)
 
 
 def run_cli(*args):

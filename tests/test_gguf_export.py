@@ -20,7 +20,7 @@ def load_gguf(path) -> UniModel:
 
     tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
     model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name).eval()
-    return UniModel(model, tokenizer, name=path.name, precision="fp32", bf16_weights=False, int8_decode=False)
+    return UniModel(model, tokenizer, name=path.name, precision="fp32", bf16_weights=False, decode_copy=None)
 
 
 def greedy(uni: UniModel, n: int = 12) -> list[int]:
@@ -92,7 +92,7 @@ def test_default_model_round_trip(tmp_path):
     """The shipped model + adapter as q8_0: what a llama.cpp user would download."""
     from unirag.models import source_gguf
 
-    uni = UniModel.load(precision="fp32", int8_decode=False)
+    uni = UniModel.load(precision="fp32", decode_copy=None)
     back = load_gguf(export_gguf(uni, tmp_path / "unirag.gguf", "q8_0", source_gguf("smollm2-135m")))
     cosine = (np.asarray(back.embed(TEXTS)) * np.asarray(uni.embed(TEXTS))).sum(1)
     assert cosine.min() >= 0.99, cosine

@@ -35,7 +35,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from .cli_options import (DEFAULT_ANSWER, DEFAULT_RERANK, AdapterOpt, AnswerOpt, CompileOpt, Int8Opt, ModelOpt,
+from .cli_options import (DEFAULT_ANSWER, DEFAULT_RERANK, AdapterOpt, AnswerOpt, CompileOpt, DecodeCopyOpt, ModelOpt,
                           PrecisionOpt, RerankOpt, RetrievalOpt, load_model)
 from .errors import UniragError
 from .rag import store
@@ -503,11 +503,11 @@ def app_command(
     max_upload_mb: Annotated[float, typer.Option(help="Largest accepted upload, per file.")] = MAX_UPLOAD_MB,
     precision: PrecisionOpt = "auto",
     compile: CompileOpt = False,
-    int8: Int8Opt = True,
+    decode_copy: DecodeCopyOpt = "int4",
 ):
     """Chat with your documents in the browser: streamed answers, sources, uploads (Gradio)."""
     credentials = parse_auth(auth)  # a malformed --auth fails before the model loads
-    uni = load_model(model, adapter, precision, compile_decode=compile, int8_decode=int8)
+    uni = load_model(model, adapter, precision, compile_decode=compile, decode_copy=decode_copy)
     typer.echo(f"unirag app: {uni.name}, collection {collection!r} at {chroma_url or db}; "
                f"http://{host}:{port}" + (" (login required)" if credentials else ""))
     launch(uni, host=host, port=port, share=share, auth=credentials, db=db, chroma_url=chroma_url,

@@ -17,7 +17,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .cli_options import (DEFAULT_ANSWER, DEFAULT_RERANK, AdapterOpt, AnswerOpt, CompileOpt, Int8Opt, ModelOpt,
+from .cli_options import (DEFAULT_ANSWER, DEFAULT_RERANK, AdapterOpt, AnswerOpt, CompileOpt, DecodeCopyOpt, ModelOpt,
                           PrecisionOpt, launcher_rank, load_model)
 
 from .errors import UniragError
@@ -78,10 +78,10 @@ def generate(
     stream: Annotated[bool, typer.Option(help="Print tokens as they come.")] = True,
     precision: PrecisionOpt = "auto",
     compile: CompileOpt = False,
-    int8: Int8Opt = True,
+    decode_copy: DecodeCopyOpt = "int4",
 ):
     """Generate an answer with the same model that embeds."""
-    uni = load_model(model, adapter, precision, compile_decode=compile, int8_decode=int8)
+    uni = load_model(model, adapter, precision, compile_decode=compile, decode_copy=decode_copy)
     result = uni.generate(prompt, max_new_tokens=max_new_tokens, temperature=temperature,
                           system=system, stream=stream)
     if stream:

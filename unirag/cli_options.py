@@ -16,10 +16,10 @@ PrecisionOpt = Annotated[str, typer.Option(help="auto (bf16 only where the CPU h
 CompileOpt = Annotated[bool, typer.Option(
     "--compile/--no-compile", help="Run generation steps through torch.compile, after a one-time compile on the "
     "first answer. Whether it pays off depends on the machine: measure yours (docs/PERFORMANCE.md).")]
-Int8Opt = Annotated[bool, typer.Option(
-    "--int8/--no-int8", help="Decode generated tokens on an int8 copy of the weights (faster; the copy costs one "
-    "byte per weight of memory; embeddings and prompts keep the model's own weights). Only with bf16-held "
-    "weights and without --compile (unirag/quantized_decode.py).")]
+DecodeCopyOpt = Annotated[str, typer.Option(
+    "--decode-copy", help="int4, int8 or none: the copy of the weights generated tokens are decoded on (faster; "
+    "the copy costs half a byte (int4) or a byte (int8) per weight of memory; embeddings and prompts keep the "
+    "model's own weights). Only with bf16-held weights and without --compile (unirag/quantized_decode.py).")]
 RetrievalOpt = Annotated[str, typer.Option(
     "--retrieval", help="hybrid (EOS embeddings + BM25, fused by rank), dense (embeddings only) or lexical (BM25 only).")]
 # What the CLI and the app rerank by default (rag/rerank.py): on the Rust-book dev set, 5 fused
@@ -37,12 +37,16 @@ ExpandOpt = Annotated[str, typer.Option(
 
 
 def load_model(model: str, adapter: Optional[str] = "default", precision: str = "auto", max_length: int = 512,
-               compile_decode: bool = False, int8_decode: bool = True):
-    """Load the one model a command uses (imports torch only when a command needs it)."""
+               compile_decode: bool = False, decode_copy: str = "int4"):
+    """Load the one model a command uses (imports torch only when a command needs it);
+    decode_copy "none" decodes on the model's own weights."""
     from .unimodel import UniModel
 
+    copy = None if decode_copy.lower() == "none" else decode_copy.lower()
+    if copy not in (None, "int4", "int8"):
+        raise UniragError(f"--decode-copy {decode_copy}: choose int4, int8 or none")
     return UniModel.load(model, adapter, precision=precision, max_length=max_length, compile_decode=compile_decode,
-                         int8_decode=int8_decode)
+                         decode_copy=copy)
 
 
 def launcher_rank() -> tuple[int, int]:

@@ -1,7 +1,7 @@
 """A lean decode step for Llama-architecture decoders: one generated token through the layer
-weights' int8 copies, with no transformers module in between.
+weights' quantized copies, with no transformers module in between.
 
-Why: the int8 copies (unirag/quantized_decode.py) made the matmul kernels cheap enough that
+Why: the quantized copies (unirag/quantized_decode.py) made the matmul kernels cheap enough that
 the rest of a generated token's step weighs as much: transformers' per-module Python, the
 DynamicCache growing every layer's keys and values by concatenation, the attention mask built
 each step, and autocast casting the whole cache to bf16 in every layer. One query token needs
@@ -9,15 +9,22 @@ none of that: it attends to every cached position, and its keys and values can b
 tensors sized once for the whole generation.
 
 What it computes: the operations of transformers' `LlamaModel.forward` as `UniModel` runs a
-generated token (bf16 autocast, bf16-held weights, int8-wrapped linear layers), in the same
-order and dtypes, so the logits are that path's:
-- RMSNorm and the residual stream in fp32, each linear layer on bf16 activations (its int8 copy
+generated token (bf16 autocast, bf16-held weights, linear layers wrapped onto the copy), in the
+same order and dtypes, so the logits are that path's (up to the attention, last item):
+- RMSNorm and the residual stream in fp32, each linear layer on bf16 activations (its copy
   returns bf16), RoPE in fp32 with the cos/sin of the model's own rotary module (so any rope
-  scaling the config asks for), attention in bf16 through SDPA with grouped-query heads;
-- q/k/v and gate/up as one int8 matmul each (rows stacked, per-row scales: every output is
-  the one its own layer's copy gives), so a layer runs 4 kernel calls instead of 7;
-- keys and values kept in bf16: autocast hands SDPA the cache cast to bf16 anyway, and a
-  value cast once is the value cast each step.
+  scaling the config asks for), attention over the bf16-rounded queries, keys and values with
+  grouped-query heads;
+- q/k/v and gate/up as one quantized matmul each (rows stacked; scales are per row or per group
+  within a row, so every output is the one its own layer's copy gives), so a layer runs 4 kernel
+  calls instead of 7;
+- keys and values rounded to bf16 once, as autocast hands them to SDPA, and held in fp32: one
+  query's attention is two small matrix products, which run faster in fp32 over a cache that
+  needs no cast each step than SDPA's kernel does (built for many queries; its cost grew
+  several times faster with the cache's length). This is the one place the step computes
+  otherwise: SDPA's CPU kernel rounds the attention weights to bf16 before weighting the
+  values, which these fp32 products do not, so the step's attention is the more exact of the
+  two and its logits match the forward's to rounding, not bit for bit.
 
 Anything it does not reproduce (attention or MLP biases, sliding windows, soft-capping, another
 architecture or attention implementation, hooks on the modules) is refused once, when
@@ -32,10 +39,10 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from .quantized_decode import ACTIVATION_DTYPE, Int8Decode, Int8Rows
+from .quantized_decode import ACTIVATION_DTYPE, DecodeCopy, Int4Rows, Int8Rows
 
 
-def unsupported_reason(decoder: torch.nn.Module, int8: Int8Decode) -> str | None:
+def unsupported_reason(decoder: torch.nn.Module, copy: DecodeCopy) -> str | None:
     """Why the lean step cannot stand in for `decoder`'s forward on generated tokens, or None.
 
     Checked by module class and config, not by model name: a checkpoint of another name with the
@@ -46,7 +53,7 @@ def unsupported_reason(decoder: torch.nn.Module, int8: Int8Decode) -> str | None
 
     if not isinstance(decoder, llama.LlamaModel):
         return f"{type(decoder).__name__} is not a LlamaModel"
-    return _config_reason(decoder.config) or _modules_reason(decoder, int8)
+    return _config_reason(decoder.config) or _modules_reason(decoder, copy)
 
 
 def _config_reason(config) -> str | None:
@@ -67,9 +74,9 @@ def _config_reason(config) -> str | None:
     return None
 
 
-def _modules_reason(decoder: torch.nn.Module, int8: Int8Decode) -> str | None:
+def _modules_reason(decoder: torch.nn.Module, copy: DecodeCopy) -> str | None:
     """What in a LlamaModel's modules the step would skip or misread (None: nothing): modules
-    swapped for others, linear layers without an int8 copy, forward hooks."""
+    swapped for others, linear layers the copy does not serve, forward hooks."""
     from transformers.models.llama import modeling_llama as llama
 
     layers = decoder.layers[: decoder.config.num_hidden_layers]
@@ -83,10 +90,8 @@ def _modules_reason(decoder: torch.nn.Module, int8: Int8Decode) -> str | None:
             return "a layer made of other modules than Llama's"
         linears = (attention.q_proj, attention.k_proj, attention.v_proj, attention.o_proj,
                    mlp.gate_proj, mlp.up_proj, mlp.down_proj)
-        if any(linear not in int8.rows for linear in linears):
-            return "a linear layer without an int8 copy"
-        if int8.fused(list(linears[:3])) is None or int8.fused(list(linears[4:6])) is None:
-            return "q/k/v or gate/up not quantized side by side"
+        if not all(copy.covers(linear) for linear in linears):
+            return "a linear layer the decode copy does not serve"
     if not isinstance(decoder.norm, llama.LlamaRMSNorm) or type(decoder.embed_tokens) is not torch.nn.Embedding:
         return "a final norm or embedding other than Llama's"
     hooked = [name for name, module in decoder.named_modules() if module._forward_hooks or module._forward_pre_hooks]
@@ -101,24 +106,24 @@ class _Layer:
 
     input_norm: tuple[torch.Tensor, float]  # (weight, epsilon)
     post_norm: tuple[torch.Tensor, float]
-    qkv: Int8Rows
-    o: Int8Rows
-    gate_up: Int8Rows
-    down: Int8Rows
+    qkv: Int8Rows | Int4Rows
+    o: Int8Rows | Int4Rows
+    gate_up: Int8Rows | Int4Rows
+    down: Int8Rows | Int4Rows
 
 
 class KVCache:
     """Every layer's keys and values in tensors sized once for a whole generation.
 
-    `keys[i]`/`values[i]` are layer i's, shaped (kv_heads, capacity, head_dim), in bf16; the
-    first `length` positions are filled. A new token's keys are written in place, where a
-    DynamicCache would concatenate (copy) every layer's cache at every token.
+    `keys[i]`/`values[i]` are layer i's, shaped (kv_heads, capacity, head_dim): bf16-rounded
+    values held in fp32; the first `length` positions are filled. A new token's keys are written
+    in place, where a DynamicCache would concatenate (copy) every layer's cache at every token.
     """
 
     def __init__(self, layers: int, kv_heads: int, head_dim: int, capacity: int):
         shape = (layers, kv_heads, capacity, head_dim)
-        self.keys = torch.empty(shape, dtype=ACTIVATION_DTYPE)
-        self.values = torch.empty(shape, dtype=ACTIVATION_DTYPE)
+        self.keys = torch.empty(shape, dtype=torch.float32)
+        self.values = torch.empty(shape, dtype=torch.float32)
         self.length = 0
 
     @property
@@ -127,31 +132,31 @@ class KVCache:
 
     def fill_from(self, cache: Any) -> "KVCache":
         """Copy a transformers DynamicCache's positions (one row) in. Under autocast its keys are
-        fp32 after RoPE and SDPA reads them cast to bf16; the same cast happens here, once."""
+        fp32 after RoPE and SDPA reads them cast to bf16; the same rounding happens here, once."""
         length = cache.get_seq_length()
         if length > self.capacity:
             raise ValueError(f"a cache of {length} positions does not fit in {self.capacity}")
         for index, layer in enumerate(cache.layers):
-            self.keys[index, :, :length] = layer.keys[0]
-            self.values[index, :, :length] = layer.values[0]
+            self.keys[index, :, :length] = layer.keys[0].to(ACTIVATION_DTYPE)
+            self.values[index, :, :length] = layer.values[0].to(ACTIVATION_DTYPE)
         self.length = length
         return self
 
 
 class LeanStep:
-    """The decode step for one Llama-architecture decoder and its int8 copies (module docstring).
+    """The decode step for one Llama-architecture decoder and its quantized copy (module docstring).
 
     It holds no generation's state (that is the `KVCache`), so one serves every generation on the
     decoder; steps still have to be serialised like any other pass on the shared weights.
     """
 
     @classmethod
-    def for_decoder(cls, decoder: torch.nn.Module, int8: Int8Decode) -> tuple["LeanStep | None", str | None]:
+    def for_decoder(cls, decoder: torch.nn.Module, copy: DecodeCopy) -> tuple["LeanStep | None", str | None]:
         """(the step, None), or (None, why not) where `unsupported_reason` refuses the decoder."""
-        reason = unsupported_reason(decoder, int8)
-        return (None, reason) if reason else (cls(decoder, int8), None)
+        reason = unsupported_reason(decoder, copy)
+        return (None, reason) if reason else (cls(decoder, copy), None)
 
-    def __init__(self, decoder: torch.nn.Module, int8: Int8Decode):
+    def __init__(self, decoder: torch.nn.Module, copy: DecodeCopy):
         config = decoder.config
         self.embed = decoder.embed_tokens.weight
         self.rotary = decoder.rotary_emb
@@ -159,18 +164,18 @@ class LeanStep:
         first = decoder.layers[0].self_attn
         self.head_dim, self.scaling = first.head_dim, first.scaling
         self.heads, self.kv_heads = config.num_attention_heads, config.num_key_value_heads
-        self.layers = [self._layer(layer, int8) for layer in decoder.layers[: config.num_hidden_layers]]
+        self.layers = [self._layer(layer, copy) for layer in decoder.layers[: config.num_hidden_layers]]
 
     @staticmethod
-    def _layer(layer: torch.nn.Module, int8: Int8Decode) -> _Layer:
+    def _layer(layer: torch.nn.Module, copy: DecodeCopy) -> _Layer:
         attention, mlp = layer.self_attn, layer.mlp
         return _Layer(
             input_norm=(layer.input_layernorm.weight, layer.input_layernorm.variance_epsilon),
             post_norm=(layer.post_attention_layernorm.weight, layer.post_attention_layernorm.variance_epsilon),
-            qkv=int8.fused([attention.q_proj, attention.k_proj, attention.v_proj]),
-            o=int8.rows[attention.o_proj],
-            gate_up=int8.fused([mlp.gate_proj, mlp.up_proj]),
-            down=int8.rows[mlp.down_proj])
+            qkv=copy.rows(attention.q_proj, attention.k_proj, attention.v_proj),
+            o=copy.rows(attention.o_proj),
+            gate_up=copy.rows(mlp.gate_proj, mlp.up_proj),
+            down=copy.rows(mlp.down_proj))
 
     def new_cache(self, cache: Any, new_tokens: int) -> KVCache:
         """A KVCache holding `cache`'s positions (the prompt's DynamicCache) and room for
@@ -201,22 +206,32 @@ class LeanStep:
         qkv = layer.qkv.matmul(x).view(-1, d)  # (heads + 2 kv_heads, d) in bf16
         # RoPE on the queries and keys together, in cos/sin's dtype (fp32): transformers'
         # apply_rotary_pos_emb promotes bf16 q/k to it in each product; promoting once first
-        # gives the same values with fewer casts. SDPA then reads them in bf16.
+        # gives the same values with fewer casts. SDPA reads them rounded to bf16.
         qk = qkv[:rotated].to(cos.dtype)
-        qk = (qk * cos + rotate_half(qk) * sin).to(ACTIVATION_DTYPE)
+        qk = (qk * cos + rotate_half(qk) * sin).to(ACTIVATION_DTYPE).float()
         end = cache.length + 1
         cache.keys[index, :, cache.length] = qk[self.heads:]
         cache.values[index, :, cache.length] = qkv[rotated:]
-        out = F.scaled_dot_product_attention(
-            qk[: self.heads].view(1, self.heads, 1, d), cache.keys[index, None, :, :end],
-            cache.values[index, None, :, :end], scale=self.scaling, enable_gqa=self.heads != self.kv_heads)
-        return layer.o.matmul(out.view(1, -1))  # (1, heads, 1, d) is already the heads side by side
+        out = one_query_attention(qk[: self.heads], cache.keys[index, :, :end], cache.values[index, :, :end],
+                                  self.scaling)
+        return layer.o.matmul(out.view(1, -1))  # (heads, d): the heads side by side
 
     @staticmethod
     def _mlp(layer: _Layer, x: torch.Tensor) -> torch.Tensor:
         """SiLU-gated MLP (bf16 out): gate and up from one matmul."""
         gate, up = layer.gate_up.matmul(x).chunk(2, dim=-1)
         return layer.down.matmul(F.silu(gate) * up)
+
+
+def one_query_attention(queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
+                        scaling: float) -> torch.Tensor:
+    """Scaled dot-product attention of one position's queries (heads, d) over keys and values
+    (kv_heads, length, d), with grouped-query heads (query head h reads kv head
+    h // (heads // kv_heads), as transformers' repeat_kv pairs them): (heads, d)."""
+    kv_heads, _, d = keys.shape
+    grouped = queries.view(kv_heads, -1, d)  # each kv head's query heads, side by side
+    scores = torch.matmul(grouped, keys.transpose(1, 2)).mul_(scaling)
+    return torch.matmul(scores.softmax(-1), values).view(-1, d)
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:

@@ -16,7 +16,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .cli_options import (DEFAULT_ANSWER, DEFAULT_RERANK, AdapterOpt, AnswerOpt, CompileOpt, ExpandOpt, Int8Opt,
+from .cli_options import (DEFAULT_ANSWER, DEFAULT_RERANK, AdapterOpt, AnswerOpt, CompileOpt, ExpandOpt, DecodeCopyOpt,
                           ModelOpt, PrecisionOpt, RerankOpt, RetrievalOpt, launcher_rank, load_model)
 from .errors import UniragError
 
@@ -44,13 +44,13 @@ def _check_question(question: str, command: str) -> None:
 
 
 def _model_and_collection(db: Path, chroma_url: Optional[str], collection: str, model: str, adapter: str,
-                          precision: str, compile_decode: bool = False, int8_decode: bool = True):
+                          precision: str, compile_decode: bool = False, decode_copy: str = "int4"):
     """Open the existing database first (so a bad --db fails before the slow model load), then
     the model, then the collection (which checks that this model made its vectors)."""
     from .rag.store import connect, open_collection
 
     client = connect(db, chroma_url, must_exist=True)
-    uni = load_model(model, adapter, precision, compile_decode=compile_decode, int8_decode=int8_decode)
+    uni = load_model(model, adapter, precision, compile_decode=compile_decode, decode_copy=decode_copy)
     return uni, open_collection(client, collection, uni)
 
 
@@ -184,12 +184,12 @@ def ask(
     temperature: TemperatureOpt = 0.0,
     precision: PrecisionOpt = "auto",
     compile: CompileOpt = False,
-    int8: Int8Opt = True,
+    decode_copy: DecodeCopyOpt = "int4",
 ):
     """Answer a question from the indexed documents: quoted evidence and/or a short answer, with citations."""
     _check_question(question, "ask")
     settings = _settings(top_k, retrieval, rerank, expand, answer, max_new_tokens, temperature)
-    uni, coll = _model_and_collection(db, chroma_url, collection, model, adapter, precision, compile, int8)
+    uni, coll = _model_and_collection(db, chroma_url, collection, model, adapter, precision, compile, decode_copy)
     _answer_and_cite(uni, coll, question, settings)
 
 
@@ -208,11 +208,11 @@ def chat(
     temperature: TemperatureOpt = 0.0,
     precision: PrecisionOpt = "auto",
     compile: CompileOpt = False,
-    int8: Int8Opt = True,
+    decode_copy: DecodeCopyOpt = "int4",
 ):
     """Chat with your documents: each question retrieves afresh; earlier turns stay in the prompt."""
     settings = _settings(top_k, retrieval, rerank, expand, answer, max_new_tokens, temperature)
-    uni, coll = _model_and_collection(db, chroma_url, collection, model, adapter, precision, compile, int8)
+    uni, coll = _model_and_collection(db, chroma_url, collection, model, adapter, precision, compile, decode_copy)
     typer.echo(f"unirag chat over {collection!r} ({coll.count()} chunks) with {uni.name}; "
                "an empty line, /exit or Ctrl-D quits.")
     history: list[tuple[str, str]] = []

@@ -7,7 +7,7 @@ weights behind both (tests check the parameter objects are identical).
 The pure helpers live beside it, by job: `pooling.py` (token layout per pooling: eos, last,
 mean, echo; batches by a token budget; pooled vectors), `precision.py` (autocast, bf16-held
 weights), `decoding.py` (sampling, repetition control), `prefix_cache.py` (KV reuse from an
-embedding pass), `split_head.py` (the LM head on all threads), `quantized_decode.py` (the int8
+embedding pass), `split_head.py` (the LM head on all threads), `quantized_decode.py` (the 4-bit
 copy generated tokens read) and `lean_step.py` (a generated token over it, for Llama decoders).
 """
 
@@ -29,8 +29,9 @@ from .pooling import POOLINGS, Encoded, encode, padded_batch, pooled
 from .pooling import token_budget_batches as token_budget_batches  # re-exported: benchmarks and tests import it here
 from .precision import autocast, hold_linear_weights_in_bf16
 from .prefix_cache import PrefixCache, static_copy
-from .quantized_decode import Int8Decode
-from .quantized_decode import supported as int8_supported
+from .quantized_decode import FORMATS as DECODE_FORMATS
+from .quantized_decode import DecodeCopy
+from .quantized_decode import supported as decode_copy_supported
 from .split_head import head_logits
 
 STATIC_CACHE_BUCKET = 256  # static_cache sizes are multiples of this (fewer shapes to compile)
@@ -44,7 +45,7 @@ class UniModel:
 
     def __init__(self, model, tokenizer, name: str, max_length: int = 512,
                  precision: str = "auto", info: dict | None = None, compile_decode: bool = False,
-                 bf16_weights: bool = True, static_cache: bool = False, int8_decode: bool = True):
+                 bf16_weights: bool = True, static_cache: bool = False, decode_copy: str | None = "int4"):
         if tokenizer.eos_token_id is None:
             raise UniragError(f"the tokenizer of {name} has no EOS token; eos pooling needs one")
         self.model = model
@@ -74,20 +75,24 @@ class UniModel:
         if self.bf16_weights:
             hold_linear_weights_in_bf16(self.decoder)
         self._lm_head = model.get_output_embeddings()
-        # Generated tokens' steps read an int8 copy of the linear weights and the LM head
-        # (unirag/quantized_decode.py): faster steps for a quarter of the fp32 model's bytes more.
-        # Only with bf16-held weights (the kernel's fast path is bf16 activations) and not under
+        # Generated tokens' steps read a 4-bit (or 8-bit) copy of the linear weights and the LM
+        # head (unirag/quantized_decode.py): faster steps for the copy's bytes. Only with
+        # bf16-held weights (the kernels' fast path is bf16 activations) and not under
         # torch.compile (its graphs would have to capture the switch).
-        self.int8 = (Int8Decode.for_decoder(self.decoder, self._lm_head)
-                     if int8_decode and self.bf16_weights and not compile_decode and int8_supported(self.device)
-                     else None)
-        # With the int8 copy, a Llama-architecture decoder's generated tokens skip transformers'
+        if decode_copy not in (None, *DECODE_FORMATS):
+            raise UniragError(f"decode_copy {decode_copy!r}: one of {', '.join(DECODE_FORMATS)} or None")
+        if decode_copy == "int4" and not decode_copy_supported(self.device, "int4"):
+            decode_copy = "int8"
+        self.decode_copy = (DecodeCopy.for_decoder(self.decoder, self._lm_head, decode_copy)
+                            if decode_copy and self.bf16_weights and not compile_decode
+                            and decode_copy_supported(self.device, decode_copy) else None)
+        # With a decode copy, a Llama-architecture decoder's generated tokens skip transformers'
         # forward: unirag/lean_step.py runs the same operations straight over the layer weights
         # into a preallocated KV cache (its docstring says why that is faster and what it refuses).
         # Its cache is preallocated already, so static_cache changes nothing where it runs.
         self._lean = None
-        if self.int8 is not None:
-            self._lean, why_not = LeanStep.for_decoder(self.decoder, self.int8)
+        if self.decode_copy is not None:
+            self._lean, why_not = LeanStep.for_decoder(self.decoder, self.decode_copy)
             if why_not:
                 log.info("generated tokens run transformers' forward (no lean step: %s)", why_not)
         # What runs each generated token's decoder step. With compile_decode, torch.compile with
@@ -108,7 +113,7 @@ class UniModel:
     def load(cls, model: str | None = None, adapter: str | None = "default", *, merge: bool = True,
              precision: str = "auto", max_length: int = 512, device: str | None = None,
              trust_remote_code: bool = False, compile_decode: bool = False,
-             bf16_weights: bool = True, static_cache: bool = False, int8_decode: bool = True) -> "UniModel":
+             bf16_weights: bool = True, static_cache: bool = False, decode_copy: str | None = "int4") -> "UniModel":
         """Load a base model (registry name, local folder or hub id) and an adapter.
 
         adapter="default" takes the UniMAE adapter shipped for registry models (none for other
@@ -116,7 +121,7 @@ class UniModel:
         compile_decode=True runs generation steps through torch.compile (faster once compiled).
         bf16_weights=False keeps fp32 weights even under bf16 autocast (e.g. to export them).
         static_cache=True decodes into a preallocated KV cache (docs/PERFORMANCE.md section 2).
-        int8_decode=False runs generated tokens on the bf16 weights instead of an int8 copy.
+        decode_copy picks the copy generated tokens read: "int4", "int8", or None (the bf16 weights).
         """
         from .adapters import apply_adapter, read_record, weights_digest
         from .models import DEFAULT_MODEL, load_base, resolve_adapter
@@ -133,7 +138,7 @@ class UniModel:
             base.to(device)
         return cls(base, tokenizer, name=name, max_length=max_length, precision=precision, info=info,
                    compile_decode=compile_decode, bf16_weights=bf16_weights, static_cache=static_cache,
-                   int8_decode=int8_decode)
+                   decode_copy=decode_copy)
 
     @property
     def context_window(self) -> int:
@@ -356,13 +361,13 @@ class UniModel:
                 f"the model's context window of {self.context_window} tokens. Shorten it."
             )
 
-    def _next_token_logits(self, hidden: torch.Tensor, int8: bool = False) -> torch.Tensor:
+    def _next_token_logits(self, hidden: torch.Tensor, quantized: bool = False) -> torch.Tensor:
         """The LM head on the last position, in the head's own precision, as the model's forward
         computes it (with Gemma-style soft-capping where the config has it), its rows split over
-        threads (unirag/split_head.py: the same logits, faster on CPU); with `int8`, from the
-        int8 copy."""
-        if int8:
-            logits = self.int8.head_logits(hidden[0, -1])
+        threads (unirag/split_head.py: the same logits, faster on CPU); with `quantized`, from
+        the decode copy."""
+        if quantized:
+            logits = self.decode_copy.head_logits(hidden[0, -1])
         else:
             logits = head_logits(self._lm_head, hidden[0, -1].to(self._lm_head.weight.dtype))
         cap = getattr(self.model.config, "final_logit_softcapping", None)
@@ -395,16 +400,16 @@ class UniModel:
             # autocast would re-cast every weight matrix on each token, a slower step
             # (docs/PERFORMANCE.md section 2).
             # The LM head runs on the last position only, in its own (fp32) precision.
-            # With an int8 copy, generated tokens' steps (not the prompt's) run on it.
-            int8 = self.int8 is not None and step > 0
+            # With a decode copy, generated tokens' steps (not the prompt's) run on it.
+            quantized = self.decode_copy is not None and step > 0
             with self._lock, torch.inference_mode():
                 if step == 1:
                     cache = self._cache_for_steps(cache, max_new_tokens)
                 if step > 0 and self._lean is not None:
                     hidden = self._lean.hidden(generated[-1], cache)
                 else:
-                    hidden = self._forward_step(step, step_input, cache, int8)
-                logits = self._next_token_logits(hidden, int8)
+                    hidden = self._forward_step(step, step_input, cache, quantized)
+                logits = self._next_token_logits(hidden, quantized)
             logits = logits.float().cpu()
             if repetition is not None:
                 logits = apply_repetition(logits, generated, repetition)
@@ -424,11 +429,11 @@ class UniModel:
             return self._static_cache_for(cache, max_new_tokens)
         return cache
 
-    def _forward_step(self, step: int, step_input: torch.Tensor, cache, int8: bool) -> torch.Tensor:
+    def _forward_step(self, step: int, step_input: torch.Tensor, cache, quantized: bool) -> torch.Tensor:
         """One step through transformers' forward: the prompt's (eager, under autocast) or a
-        generated token's (through `_decode_step`; on the int8 copies with `int8`)."""
+        generated token's (through `_decode_step`; on the decode copy with `quantized`)."""
         autocast = step == 0 or self.bf16_weights
         forward = self.decoder if step == 0 else self._decode_step
         with self._autocast() if autocast else contextlib.nullcontext(), \
-                self.int8.steps() if int8 else contextlib.nullcontext():
+                self.decode_copy.steps() if quantized else contextlib.nullcontext():
             return forward(input_ids=step_input, past_key_values=cache, use_cache=True).last_hidden_state

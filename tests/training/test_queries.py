@@ -22,7 +22,7 @@ def test_passage_of_cuts_after_a_sentence():
 
 
 def test_round_trip_keeps_questions_that_find_their_passage(tiny_model_dir):
-    model = UniModel.load(str(tiny_model_dir), "none", precision="fp32", int8_decode=False)
+    model = UniModel.load(str(tiny_model_dir), "none", precision="fp32", decode_copy=None)
     texts = ["The cat sat on the mat.", "Paris is the capital of France.", "Rust has ownership rules."]
     pairs = [{"query": t, "passage": t} for t in texts]  # a question identical to its passage finds it first
     assert round_trip(model, pairs, depth=1) == [True, True, True]
@@ -33,7 +33,7 @@ def test_round_trip_keeps_questions_that_find_their_passage(tiny_model_dir):
 
 
 def test_synthesize_appends_and_resumes(tiny_model_dir, tmp_path):
-    model = UniModel.load(str(tiny_model_dir), "none", precision="fp32", int8_decode=False)
+    model = UniModel.load(str(tiny_model_dir), "none", precision="fp32", decode_copy=None)
     out = tmp_path / "pairs.jsonl"
     counts = synthesize(model, ["One text here.", "Another text there."], out, show_progress=False)
     assert counts["passages"] == 2 and out.exists()

@@ -143,7 +143,7 @@ def test_pairs_pull_each_question_to_its_passage(tiny_model_dir, tmp_path):
     losses = [h["loss_pairs"] for h in history if "loss_pairs" in h]
     assert any("loss_anchor" in h for h in history)
     assert np.mean(losses[-3:]) < 0.5 * np.mean(losses[:3])
-    trained = UniModel.load(str(tiny_model_dir), str(out), precision="fp32", int8_decode=False)
+    trained = UniModel.load(str(tiny_model_dir), str(out), precision="fp32", decode_copy=None)
     q = trained.embed([r["query"] for r in rows])
     p = trained.embed([r["passage"] for r in rows])
     assert ((q @ p.T).argmax(1) == np.arange(len(rows))).mean() > 0.5
@@ -176,7 +176,7 @@ def test_a_pairs_cue_is_trained_recorded_and_used_by_retrieval(tiny_model_dir, c
     out = run(tiny_model_dir, pairs, tmp_path / "cued", objective="pairs", steps=1, batch_size=6,
               micro_batch_size=6, query_prefix="Question: ")
     assert json.loads((out / "unirag.json").read_text())["query_prefix"] == "Question: "
-    model = UniModel.load(str(tiny_model_dir), str(out), precision="fp32", int8_decode=False)
+    model = UniModel.load(str(tiny_model_dir), str(out), precision="fp32", decode_copy=None)
     assert query_text(model, "Why?") == "Question: Why?"
     config = load_config("test-tiny", {"objective": "simcse", "steps": "1"})
     later = train(config, str(tiny_model_dir), str(corpus), str(tmp_path / "later"), init_adapter=str(out))
