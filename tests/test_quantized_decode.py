@@ -246,6 +246,19 @@ def test_one_query_attention_is_sdpas(heads, kv_heads, length):
     torch.testing.assert_close(one_query_attention(queries, keys, values, 0.3), expected.view(heads, 16))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_rms_norm_is_llamas(dtype):
+    from transformers.models.llama.modeling_llama import LlamaRMSNorm
+
+    from unirag.lean_step import rms_norm
+
+    torch.manual_seed(0)
+    norm = LlamaRMSNorm(64, eps=1e-5)
+    norm.weight.data = torch.rand(64) + 0.5
+    x = torch.randn(3, 64, dtype=dtype) * 4
+    torch.testing.assert_close(rms_norm(x, norm.weight.data, norm.variance_epsilon), norm(x))
+
+
 def test_lean_step_keeps_reuse_exact_and_generation_limits(tiny_model_dir):
     """A reused prefix gives the tokens of no reuse; max_new_tokens and stop tokens end the
     lean loop as they end the forward's; the KV cache is sized to the generation."""

@@ -235,8 +235,11 @@ def one_query_attention(queries: torch.Tensor, keys: torch.Tensor, values: torch
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """Llama's RMSNorm with its operations in its order and dtypes, so the same bits (the
-    residual stream is fp32 as UniModel loads models; the casts are then no-ops)."""
+    """Llama's RMSNorm. Where the residual stream and the weight are fp32 (as UniModel loads
+    models) it is PyTorch's one fused op, which a one-row step calls 2 x layers + 1 times, a third
+    faster than six small ones; otherwise Llama's operations in its order and dtypes."""
+    if x.dtype == weight.dtype == torch.float32:
+        return F.rms_norm(x, weight.shape, weight, eps)
     dtype = x.dtype
     x = x.float()
     return weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)).to(dtype)
