@@ -16,7 +16,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..cli_options import DEFAULT_RERANK, AdapterOpt, ExpandOpt, ModelOpt, PrecisionOpt, RerankOpt, RetrievalOpt, load_model
+from ..cli_options import (DEFAULT_RERANK, AdapterOpt, DecodeCopyOpt, ExpandOpt, ModelOpt, PrecisionOpt, RerankOpt,
+                           RetrievalOpt, load_model)
 
 from ..errors import UniragError
 
@@ -207,6 +208,7 @@ def rag(
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="JSON file for the metrics and every "
                                                    "question's ranking; a .md table is written beside it.")] = None,
     precision: PrecisionOpt = "auto",
+    decode_copy: DecodeCopyOpt = "int4",
     progress: ProgressOpt = True,
     ingest: Annotated[bool, typer.Option(help="Bring --collection in line with --docs first; --no-ingest scores "
                                          "the collection as it is (e.g. one built by an earlier version).")] = True,
@@ -240,7 +242,7 @@ def rag(
     if missing:
         typer.echo(f"unirag: warning: {len(missing)} answer file(s) are not under {docs}: "
                    f"{', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}", err=True)
-    uni = load_model(model, adapter, precision)
+    uni = load_model(model, adapter, precision, decode_copy=decode_copy)
     if query_prefix is not None:
         uni.query_prefix = query_prefix
     if chunk_size + 32 > uni.max_length:
