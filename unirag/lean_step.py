@@ -193,6 +193,10 @@ class LeanStep:
         x = self.embed[token_id].view(1, -1)
         cos, sin = self.rotary(x, torch.tensor([[position]]))
         cos, sin = cos.view(1, -1), sin.view(1, -1)
+        half = self.head_dim // 2
+        # rotate_half(q) * sin == (q's halves swapped) * (sin with its first half negated): one
+        # flip per layer instead of a slice, a negation and a concatenation
+        sin = torch.cat((-sin[:, :half], sin[:, half:]), dim=-1)
         for index, layer in enumerate(self.layers):
             x = x + self._attention(index, layer, rms_norm(x, *layer.input_norm), cos, sin, cache)
             x = x + self._mlp(layer, rms_norm(x, *layer.post_norm))
@@ -201,14 +205,16 @@ class LeanStep:
 
     def _attention(self, index: int, layer: _Layer, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                    cache: KVCache) -> torch.Tensor:
-        """Self-attention of the new token over every cached position and itself (bf16 out)."""
+        """Self-attention of the new token over every cached position and itself (bf16 out);
+        `sin` with its first half negated (see `hidden`)."""
         d, rotated = self.head_dim, self.heads + self.kv_heads
         qkv = layer.qkv.matmul(x).view(-1, d)  # (heads + 2 kv_heads, d) in bf16
         # RoPE on the queries and keys together, in cos/sin's dtype (fp32): transformers'
         # apply_rotary_pos_emb promotes bf16 q/k to it in each product; promoting once first
         # gives the same values with fewer casts. SDPA reads them rounded to bf16.
         qk = qkv[:rotated].to(cos.dtype)
-        qk = (qk * cos + rotate_half(qk) * sin).to(ACTIVATION_DTYPE).float()
+        swapped = qk.view(rotated, 2, d // 2).flip(1).view(rotated, d)
+        qk = torch.addcmul(qk * cos, swapped, sin).to(ACTIVATION_DTYPE).float()
         end = cache.length + 1
         cache.keys[index, :, cache.length] = qk[self.heads:]
         cache.values[index, :, cache.length] = qkv[rotated:]
@@ -243,9 +249,3 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     dtype = x.dtype
     x = x.float()
     return weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)).to(dtype)
-
-
-def rotate_half(x: torch.Tensor) -> torch.Tensor:
-    """Each head's second half, negated, before its first half (RoPE's rotation partner)."""
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
