@@ -74,6 +74,16 @@ def test_copies_multiply_as_the_dequantized_weights(rows_class, shape):
         torch.testing.assert_close(int8_matmul(x, quantized, scale), got)
 
 
+def test_int4_packs_a_tall_matrix_block_by_block_as_a_whole():
+    """More rows than QUANTIZE_BLOCK_ROWS (an LM head) are packed block by block, the last one
+    partial: the copy still multiplies as its dequantized weights."""
+    torch.manual_seed(0)
+    weight = torch.randn(quantized_decode.QUANTIZE_BLOCK_ROWS * 2 + 48, 64)
+    x = torch.randn(2, 64)
+    expected = x @ _int4_restored(*quantize_int4(weight)).T
+    torch.testing.assert_close(Int4Rows.of(weight).matmul(x).float(), expected, atol=0.05, rtol=0.02)
+
+
 def test_int4_falls_back_to_int8_where_the_shape_does_not_fit():
     assert isinstance(quantized_decode.quantized_rows(torch.randn(48, 64), "int4"), Int4Rows)
     assert isinstance(quantized_decode.quantized_rows(torch.randn(40, 64), "int4"), Int8Rows)  # rows not 16s

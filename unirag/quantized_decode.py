@@ -42,8 +42,8 @@ INT4_ROWS_MULTIPLE = 16  # the int4 packing needs whole blocks of 16 output rows
 QUANTIZE_BLOCK_ROWS = 1024  # rows quantized at a time: a multiple of the int4 packing's row blocks
 REFINE_TOP = 16  # leading logits recomputed exactly per token (DecodeCopy.head_logits)
 # The LM head's copy is int8 in either format: every logit of the distribution a sampled token is
-# drawn from comes from it (only the leading ones are recomputed), and an int4 head raised
-# wikitext-2 perplexity several times more than int4 decoder layers did (docs/PERFORMANCE.md).
+# drawn from comes from it (only the leading ones are recomputed), and an int4 head added more
+# than twice as much to wikitext-2 perplexity as int4 decoder layers did (docs/PERFORMANCE.md).
 HEAD_FORMAT = "int8"
 
 
@@ -97,9 +97,6 @@ class Int8Rows:
     def nbytes(self) -> int:
         return self.quantized.numel() + self.scale.numel() * self.scale.element_size()
 
-    def dequantized(self) -> torch.Tensor:
-        return self.quantized.float() * self.scale.float()[:, None]
-
     def matmul(self, x: torch.Tensor) -> torch.Tensor:
         """`x @ weight.T` on the int8 copy, in bf16 (through the module's `int8_matmul`)."""
         return int8_matmul(x, self.quantized, self.scale)
@@ -118,7 +115,7 @@ def quantize_int4(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, tor
 
     Returns (levels, scale, offset): levels int32 [out, in] in 0..15, scale and offset bf16
     [out, in / INT4_GROUP], with weight ~= (levels - 8) * scale + offset, the kernel's formula.
-    The levels span each group from its smallest weight (level 0) to its largest (level 15)."""
+    The levels span each group from its smallest weight (level 0) to about its largest (15)."""
     out_features, in_features = weight.shape
     groups = in_features // INT4_GROUP
     levels = torch.empty(weight.shape, dtype=torch.int32, device=weight.device)
