@@ -7,7 +7,7 @@ weights behind both (tests check the parameter objects are identical).
 The pure helpers live beside it, by job: `pooling.py` (token layout per pooling: eos, last,
 mean, echo; batches by a token budget; pooled vectors), `precision.py` (autocast, bf16-held
 weights), `decoding.py` (sampling, repetition control), `prefix_cache.py` (KV reuse from an
-embedding pass), `split_head.py` (the LM head on all threads), `quantized_decode.py` (the 4-bit
+embedding pass), `split_head.py` (the LM head on all threads), `quantized_decode.py` (the 4- or 8-bit
 copy generated tokens read) and `lean_step.py` (a generated token over it, for Llama decoders).
 """
 
