@@ -22,10 +22,12 @@ DecodeCopyOpt = Annotated[str, typer.Option(
     "model's own weights). Only with bf16-held weights and without --compile (unirag/quantized_decode.py).")]
 RetrievalOpt = Annotated[str, typer.Option(
     "--retrieval", help="hybrid (EOS embeddings + BM25, fused by rank), dense (embeddings only) or lexical (BM25 only).")]
-# What the CLI and the app rerank by default (rag/rerank.py): on the Rust-book dev set, 5 fused
-# candidates scored as well as 10 at half the cost (docs/RESULTS.md). The Python API's default is
-# 0 (no rerank), so that `pipeline.retrieve` stays one embedding pass unless asked.
-DEFAULT_RERANK = 5
+# What the CLI and the app rerank by default (rag/rerank.py): where users ask in their own words
+# the hybrid search's first few candidates often miss the right page, and the same model's
+# likelihood finds it further down (docs/RESULTS.md, both dev sets: 15 against 5). The price is
+# one forward pass per candidate. The Python API's default is 0 (no rerank), so that
+# `pipeline.retrieve` stays one embedding pass unless asked.
+DEFAULT_RERANK = 15  # as AskSettings.rerank (rag/ask.py)
 DEFAULT_ANSWER = "extractive"  # rag/ask.py AskSettings.answer; docs/RESULTS.md measures the modes
 RerankOpt = Annotated[int, typer.Option(
     "--rerank", min=0, help="Reorder the first N retrieved chunks by how likely the same model finds the question "

@@ -42,7 +42,7 @@ class AskSettings:
 
     top_k: int = 3                 # chunks retrieved, shown and cited
     retrieval: str = "hybrid"      # hybrid | dense | lexical
-    rerank: int = 5                # candidates the same model reranks (0 = off)
+    rerank: int = 15               # candidates the same model reranks (0 = off); the CLI's too
     expand: str = "none"           # none | hyde
     answer: str = "extractive"     # extractive | generated | both
     evidence_words: int | None = None  # words of quoted evidence; None: per mode (EVIDENCE_WORDS)
