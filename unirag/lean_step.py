@@ -116,7 +116,8 @@ class KVCache:
     """Every layer's keys and values in tensors sized once for a whole generation.
 
     `keys[i]`/`values[i]` are layer i's, shaped (kv_heads, capacity, head_dim): bf16-rounded
-    values held in fp32; the first `length` positions are filled. A new token's keys are written
+    values held in fp32 (twice bf16's bytes, so that attention casts nothing per step); the
+    first `length` positions are filled. A new token's keys are written
     in place, where a DynamicCache would concatenate (copy) every layer's cache at every token.
     """
 
