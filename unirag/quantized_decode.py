@@ -42,8 +42,8 @@ INT4_ROWS_MULTIPLE = 16  # the int4 packing needs whole blocks of 16 output rows
 QUANTIZE_BLOCK_ROWS = 1024  # rows quantized at a time: a multiple of the int4 packing's row blocks
 REFINE_TOP = 16  # leading logits recomputed exactly per token (DecodeCopy.head_logits)
 # The LM head's copy is int8 in either format: every logit of the distribution a sampled token is
-# drawn from comes from it (only the leading ones are recomputed), and an int4 head added more
-# than twice as much to wikitext-2 perplexity as int4 decoder layers did (docs/PERFORMANCE.md).
+# drawn from comes from it (only the leading ones are recomputed), and an int4 head cost far more
+# wikitext-2 perplexity than int4 decoder layers did (docs/PERFORMANCE.md).
 HEAD_FORMAT = "int8"
 
 
@@ -188,11 +188,8 @@ class DecodeCopy:
 
     @classmethod
     def for_decoder(cls, decoder: torch.nn.Module, lm_head: torch.nn.Linear, fmt: str = "int4") -> "DecodeCopy":
-        """The decoder's copy in `fmt`, made on first ask (the wrapped layers consult it)."""
-        copies = decoder.__dict__.setdefault("_unirag_decode_copies", {})
-        if fmt not in copies:
-            copies[fmt] = cls(decoder, lm_head, fmt)
-        return copies[fmt]
+        """The decoder's copy in `fmt`, made on first ask."""
+        return decoder.__dict__.get("_unirag_decode_copies", {}).get(fmt) or cls(decoder, lm_head, fmt)
 
     def __init__(self, decoder: torch.nn.Module, lm_head: torch.nn.Linear, fmt: str = "int4"):
         if fmt not in FORMATS:
@@ -203,8 +200,9 @@ class DecodeCopy:
         self._copies: dict[tuple[torch.nn.Linear, ...], Int8Rows | Int4Rows] = {}
         self._covered = {module for module in decoder.modules()
                          if isinstance(module, torch.nn.Linear) and module.bias is None}
+        # the decoder's copies by format, which its wrapped layers consult; the newest of a format serves
         copies = decoder.__dict__.setdefault("_unirag_decode_copies", {})
-        copies.setdefault(fmt, self)
+        copies[fmt] = self
         for linear in self._covered:
             _wrap(linear, copies)
         self.exact_head = lm_head.weight  # the head's own weights (no copy): see head_logits
