@@ -375,7 +375,9 @@ def main() -> None:
                    share_of_bound=row["decode_tokens_per_s"] / bound)
 
     quality = {"copy_bytes": copy_bytes}
-    copies = [model for model in (uni, *others.values()) if model.decode_copy is not None]
+    # one model per copy format (where int4 is missing, the default is the int8 copy already)
+    copies = list({model.decode_copy.format: model for model in (*others.values(), uni)
+                   if model.decode_copy is not None}.values())
     bf16_steps = others["unirag, decode_copy=None (bf16 steps)"]
     prompts = AGREEMENT_PROMPTS[:args.agreement_prompts]
     fp32 = UniModel(plain_model, uni.tokenizer, uni.name, precision="fp32", info=uni.info)
