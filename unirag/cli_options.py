@@ -45,7 +45,7 @@ def load_model(model: str, adapter: Optional[str] = "default", precision: str = 
     from .unimodel import UniModel
 
     copy = None if decode_copy.lower() == "none" else decode_copy.lower()
-    if copy not in (None, "int4", "int8"):
+    if copy not in (None, "int4", "int8"):  # before the weights load (UniModel checks only after)
         raise UniragError(f"--decode-copy {decode_copy}: choose int4, int8 or none")
     return UniModel.load(model, adapter, precision=precision, max_length=max_length, compile_decode=compile_decode,
                          decode_copy=copy)
