@@ -152,6 +152,14 @@ def test_a_unit_announcing_what_follows_is_quoted_with_it(tiny):
     assert all(s.start != text.index("let x") for s in ev.spans[1:])  # not quoted twice
 
 
+def test_an_announcing_unit_is_not_quoted_with_markup():
+    from unirag.rag.evidence import candidates
+
+    text = 'Shadow it as follows:\n\n<span class="filename">Filename: src/main.rs</span>\n\nThe end is here.'
+    first = candidates([Hit("a", 1.0, text, "a.md")])[0]
+    assert first.text == "Shadow it as follows:" and first.following is None
+
+
 def test_quotes_show_markdown_links_as_their_text():
     from unirag.rag.evidence import Span
 

@@ -124,7 +124,12 @@ def candidates(hits: Sequence, skip_tails: bool = True) -> list[_Candidate]:
                 continue
             taken.append(normal)
             lo, hi = units[max(j - 1, 0)].start, units[min(j + 1, len(units) - 1)].end
+            # what an announcing unit is quoted with: the next unit, if it is code or says
+            # something in words (a "Filename: src/main.rs" tag after "as follows:" does not)
             following = units[j + 1] if j + 1 < len(units) else None
+            if (following is not None and not following.code
+                    and not quotable(hit.text[following.start:following.end])):
+                following = None
             out.append(_Candidate(i, unit, text, hit.text[lo:hi], hit.heading, following))
     return out
 
