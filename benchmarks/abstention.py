@@ -1,12 +1,14 @@
-"""Where to abstain: evidence relevance on a question's own passages vs on another question's.
+"""Where to abstain: evidence relevance on a question's own passages vs where the documents do
+not answer it.
 
 Why: the ask flow answers "The documents don't say." when the best evidence explains the question
 too weakly (`AskSettings.abstain_below`; relevance as `rag/evidence.py` defines it). A threshold
 trades false abstentions (answerable questions refused) against true ones. For each question this
-retrieves its top `--top-k` chunks as `ask` does, and scores relevance twice: on those chunks, and
-on the chunks retrieved for another question of the same set (`--shift` further on), a stand-in
-for "the documents do not answer this". It prints, per threshold, how many of each fall under it,
-over all the question sets given together.
+retrieves its top `--top-k` chunks as `ask` does, and scores relevance three times: on those
+chunks; on the chunks retrieved for another question of the same set (`--shift` further on); and,
+for every other set given, that set's questions asked of this collection as `ask` would (retrieval
+and rerank included), questions about another manual that these documents do not answer. It
+prints, per threshold, how many of each fall under it, over all the question sets together.
 
     python benchmarks/abstention.py --db runs/db \
         --set rust=../shared/data/eval/rag/rust_book_dev_answers.jsonl \
@@ -18,6 +20,7 @@ Each --set is COLLECTION=QUESTIONS (a collection already ingested into --db).
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 from pathlib import Path
 
@@ -34,9 +37,8 @@ def relevance(model, question: str, hits) -> float:
     return max(scores["likelihood"]) - null if candidates else float("-inf")
 
 
-def table_rows(own: list[float], other: list[float]) -> list[list]:
-    return [[t, f"{sum(r < t for r in own)}/{len(own)}", f"{sum(r < t for r in other)}/{len(other)}"]
-            for t in THRESHOLDS]
+def table_rows(*columns: list[float]) -> list[list]:
+    return [[t] + [f"{sum(r < t for r in values)}/{len(values)}" for values in columns] for t in THRESHOLDS]
 
 
 def main() -> None:
@@ -57,7 +59,8 @@ def main() -> None:
     model = UniModel.load()
     client = connect(args.db)
     settings = AskSettings()
-    own, other, per_set = [], [], {}
+    own, other, foreign, per_set = [], [], [], {}
+    questions_of = {}
     for spec in args.set:
         name, _, path = spec.partition("=")
         collection = open_collection(client, name, model)
@@ -66,10 +69,22 @@ def main() -> None:
         mine = [relevance(model, q, h) for q, h in zip(questions, hits)]
         theirs = [relevance(model, q, hits[(i + args.shift) % len(hits)]) for i, q in enumerate(questions)]
         per_set[name] = {"own": mine, "other": theirs}
+        questions_of[name] = questions
         own += mine
         other += theirs
-    print(markdown_table(("abstain below", "own passages: abstained", "another question's: abstained"),
-                         table_rows(own, other)))
+    for name in questions_of:  # every other set's questions, asked of this collection
+        collection = open_collection(client, name, model)
+        asked = [q for other_name, qs in questions_of.items() if other_name != name for q in qs]
+        per_set[name]["foreign"] = [relevance(model, q, retrieve(model, collection, q, args.top_k, settings.retrieval,
+                                                                  settings.rerank)) for q in asked]
+        foreign += per_set[name]["foreign"]
+    print(markdown_table(("abstain below", "own passages: abstained", "another question's: abstained",
+                          "another manual's question: abstained"), table_rows(own, other, foreign)))
+    # pooled counts hide that relevance is on another scale in each collection
+    medians = [[name] + [f"{statistics.median(v[k]):.2f}" if v.get(k) else "" for k in ("own", "other", "foreign")]
+               for name, v in per_set.items()]
+    print(markdown_table(("collection", "median relevance: own", "another question's", "another manual's question"),
+                         medians))
     path = write_json(args.output, {"machine": machine_info(), "model": model.name, "sets": args.set,
                                     "top_k": args.top_k, "shift": args.shift, "relevance": per_set})
     print(f"wrote {path}")
