@@ -70,6 +70,22 @@ def timed_median(fn: Callable[[], object], repeats: int) -> tuple[float, list[fl
     return statistics.median(times), times
 
 
+def timed_interleaved(fns: Sequence[Callable[[], object]], repeats: int) -> list[tuple[float, list[float]]]:
+    """Like `timed_median` for several callables timed in alternating rounds (one untimed warm-up
+    each first), so a drift in the machine's speed during the run falls on all of them alike."""
+    if repeats < 1:
+        raise ValueError("repeats must be at least 1")
+    for fn in fns:
+        fn()
+    times: list[list[float]] = [[] for _ in fns]
+    for _ in range(repeats):
+        for fn, mine in zip(fns, times):
+            start = time.perf_counter()
+            fn()
+            mine.append(time.perf_counter() - start)
+    return [(statistics.median(t), t) for t in times]
+
+
 def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     """A GitHub Markdown table; floats get 3 significant digits unless already formatted as strings."""
 

@@ -15,6 +15,12 @@ should be known. Rows, all on the same texts in one process:
 - with `--dynamic-int8`: unirag's embed on fp32 weights whose decoder Linears are PyTorch's
   dynamic int8 Linears (int8 weights per output channel, activations quantized per tensor at run
   time: the VNNI int8 GEMM path), with the cosine of its vectors to unirag's default ones.
+- with `--per-token-int8`: the same idea with one activation scale per token (what per-tensor
+  scales lose to this model's outliers), through `torch._int_mm` (int8 x int8 -> int32).
+- with `--compiled`: unirag's embed with the decoder's forward through `torch.compile`
+  (dynamic shapes), its one-time compile reported apart. These two rows are timed in
+  alternating rounds with unirag's own embed, and print that ratio: this machine's speed drifts
+  within a run.
 
 Texts are ~`--chunk-tokens`-token pieces of real prose (the .md files under `--docs`, cut by
 unirag's chunker). Tokens/s counts each model's own non-padding tokens (MiniLM's tokenizer
@@ -27,7 +33,7 @@ untimed warm-up then the median of `--repeats`.
 
     python benchmarks/embedding.py [--docs ../shared/data/docs/rust-book/src] [--n-texts 256]
         [--chunk-tokens 200] [--batch-size 32] [--repeats 3] [--threads N]
-        [--dynamic-int8] [--output runs/bench/embedding.json]
+        [--dynamic-int8] [--per-token-int8] [--compiled] [--output runs/bench/embedding.json]
     python benchmarks/embedding.py --quick   # a smoke run: few short texts, one repeat
 """
 
@@ -39,7 +45,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_common import (DEFAULT_DOCS, machine_info, markdown_table, prose_chunks,  # noqa: E402
-                          timed_median, write_json)
+                          timed_interleaved, timed_median, write_json)
 
 HEADERS = ("engine", "precision", "texts/s", "tokens/s", "tokens", "padded tokens", "median s",
            "texts/s vs plain fp32")
@@ -119,6 +125,73 @@ def dynamic_int8_row(args, texts, uni, tokens: int, padded: int) -> dict:
     return {**row, "cosine_min": float(cosine.min()), "cosine_mean": float(cosine.mean())}
 
 
+def per_token_int8_linear(linear):
+    """A Module computing linear(x) with x quantized to int8 per row (token) and the weight per
+    output channel, multiplied in int8 by torch._int_mm and rescaled in float32."""
+    import torch
+
+    class PerTokenInt8Linear(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            weight = linear.weight.detach().float()
+            self.weight_scale = weight.abs().amax(1).clamp(min=1e-8) / 127
+            levels = (weight / self.weight_scale[:, None]).round().clamp(-127, 127)
+            self.weight_t = levels.to(torch.int8).t().contiguous()
+
+        def forward(self, x):
+            rows = x.reshape(-1, x.shape[-1]).float()
+            scale = rows.abs().amax(1, keepdim=True).clamp(min=1e-8) / 127
+            quantized = (rows / scale).round_().clamp_(-127, 127).to(torch.int8)
+            out = torch._int_mm(quantized, self.weight_t).float() * scale * self.weight_scale
+            return out.to(x.dtype).reshape(*x.shape[:-1], -1)
+
+    return PerTokenInt8Linear()
+
+
+def swapped_model_row(args, texts, uni, tokens: int, padded: int, engine: str, precision: str, change) -> dict:
+    """A row for a fresh default UniModel changed by `change(model)`, with its vectors' cosine to
+    `uni`'s. It is timed in alternating rounds with `uni` (`vs_unirag_interleaved`: unirag's
+    median seconds over its own), since this machine's speed drifts within a run."""
+    import numpy as np
+
+    from unirag import UniModel
+
+    other = UniModel.load(args.model, args.adapter, precision=args.precision, decode_copy=None)
+    setup_s = change(other)
+    (base_s, _), times = timed_interleaved(
+        [lambda: uni.embed(texts, pooling="eos", batch_size=args.batch_size),
+         lambda: other.embed(texts, pooling="eos", batch_size=args.batch_size)], args.repeats)
+    row = make_row(engine, precision, len(texts), tokens, padded, times)
+    cosine = (np.asarray(other.embed(texts)) * np.asarray(uni.embed(texts))).sum(1)  # both L2-normalised
+    return {**row, "cosine_min": float(cosine.min()), "cosine_mean": float(cosine.mean()), "setup_s": setup_s,
+            "vs_unirag_interleaved": base_s / times[0]}
+
+
+def per_token_int8(uni) -> float:
+    """Every decoder Linear replaced by a per-token int8 one; returns 0 (no setup time to report)."""
+    import torch
+
+    for layer in uni.decoder.layers:
+        for parent in (layer.self_attn, layer.mlp):
+            for name, child in list(parent.named_children()):
+                if isinstance(child, torch.nn.Linear):
+                    setattr(parent, name, per_token_int8_linear(child))
+    return 0.0
+
+
+def compiled(uni) -> float:
+    """The decoder's forward through torch.compile; returns the seconds of the first (compiling) call."""
+    import time
+
+    import torch
+
+    decoder = uni.decoder
+    decoder.forward = torch.compile(decoder.forward, dynamic=True)
+    start = time.perf_counter()
+    uni.embed(["warm-up text for the compiler"] * 2)
+    return time.perf_counter() - start
+
+
 def make_row(engine: str, precision: str, n_texts: int, tokens: int, padded: int,
              times: tuple[float, list[float]]) -> dict:
     seconds, all_times = times
@@ -147,6 +220,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     parser.add_argument("--no-minilm", action="store_true", help="skip the all-MiniLM-L6-v2 row")
     parser.add_argument("--dynamic-int8", action="store_true", help="add the dynamic int8 Linear row")
+    parser.add_argument("--per-token-int8", action="store_true", help="add the per-token int8 (torch._int_mm) row")
+    parser.add_argument("--compiled", action="store_true", help="add the torch.compile row")
     parser.add_argument("--quick", action="store_true", help="smoke run: 4 texts of ~64 tokens, 1 repeat")
     parser.add_argument("--output", default="runs/bench/embedding.json")
     args = parser.parse_args()
@@ -191,6 +266,18 @@ def main() -> None:
         rows.append(dynamic_int8_row(args, texts, uni, uni_real, uni_padded))
         print(f"dynamic int8: {rows[-1]['median_s']:.2f} s, cosine to unirag's vectors min "
               f"{rows[-1]['cosine_min']:.4f} mean {rows[-1]['cosine_mean']:.4f}", flush=True)
+
+    if args.per_token_int8:
+        rows.append(swapped_model_row(args, texts, uni, uni_real, uni_padded, "unirag embed, per-token int8 Linears",
+                                      "int8 x int8", per_token_int8))
+    if args.compiled:
+        rows.append(swapped_model_row(args, texts, uni, uni_real, uni_padded, "unirag embed, torch.compile",
+                                      uni_precision, compiled))
+    for row in rows[1:]:
+        if "setup_s" in row:
+            print(f"{row['engine']}: {row['median_s']:.2f} s (setup {row['setup_s']:.1f} s), "
+                  f"{row['vs_unirag_interleaved']:.2f}x unirag timed in alternation, cosine to unirag's "
+                  f"vectors min {row['cosine_min']:.4f} mean {row['cosine_mean']:.4f}", flush=True)
 
     plain_lengths = [len(ids) for ids in tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]]
     plain_padded = padded_size(plain_lengths, args.batch_size, sort=False)

@@ -199,6 +199,26 @@ def test_gemv_kernels_count_weight_bytes():
     assert ms > 0 and gbs > 0
 
 
+def test_timed_interleaved_alternates_and_warms_up_each():
+    common = load("bench_common")
+    calls = []
+    results = common.timed_interleaved([lambda: calls.append("a"), lambda: calls.append("b")], 2)
+    assert calls == ["a", "b", "a", "b", "a", "b"]
+    assert [len(times) for _, times in results] == [2, 2]
+
+
+def test_per_token_int8_linear_is_close_to_the_float_linear(embedding):
+    import torch
+
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(64, 32, bias=False)
+    x = torch.randn(2, 24, 64)
+    x[0, 0, 5] = 40.0  # an outlier channel in one token: only that token's scale grows
+    got, want = embedding.per_token_int8_linear(linear)(x), linear(x)
+    assert got.shape == want.shape
+    assert torch.nn.functional.cosine_similarity(got.flatten(0, 1), want.flatten(0, 1)).min() > 0.999
+
+
 def test_abstention_table_counts_relevance_under_each_threshold():
     abstention = load("abstention")
     rows = abstention.table_rows([0.05, 0.5, 2.0], [0.05, 0.15, 0.25, 1.0])
