@@ -137,12 +137,15 @@ def per_token_int8_linear(linear):
             self.weight_scale = weight.abs().amax(1).clamp(min=1e-8) / 127
             levels = (weight / self.weight_scale[:, None]).round().clamp(-127, 127)
             self.weight_t = levels.to(torch.int8).t().contiguous()
+            self.bias = linear.bias
 
         def forward(self, x):
             rows = x.reshape(-1, x.shape[-1]).float()
             scale = rows.abs().amax(1, keepdim=True).clamp(min=1e-8) / 127
             quantized = (rows / scale).round_().clamp_(-127, 127).to(torch.int8)
             out = torch._int_mm(quantized, self.weight_t).float() * scale * self.weight_scale
+            if self.bias is not None:
+                out = out + self.bias.float()
             return out.to(x.dtype).reshape(*x.shape[:-1], -1)
 
     return PerTokenInt8Linear()

@@ -211,7 +211,7 @@ def test_per_token_int8_linear_is_close_to_the_float_linear(embedding):
     import torch
 
     torch.manual_seed(0)
-    linear = torch.nn.Linear(64, 32, bias=False)
+    linear = torch.nn.Linear(64, 32)
     x = torch.randn(2, 24, 64)
     x[0, 0, 5] = 40.0  # an outlier channel in one token: only that token's scale grows
     got, want = embedding.per_token_int8_linear(linear)(x), linear(x)
