@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from .errors import UniragError
+from .rag.ask import AskSettings
 
 ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Registry name, local HF folder or hub id.")]
 AdapterOpt = Annotated[str, typer.Option(
@@ -22,13 +23,11 @@ DecodeCopyOpt = Annotated[str, typer.Option(
     "model's own weights). Only with bf16-held weights and without --compile (unirag/quantized_decode.py).")]
 RetrievalOpt = Annotated[str, typer.Option(
     "--retrieval", help="hybrid (EOS embeddings + BM25, fused by rank), dense (embeddings only) or lexical (BM25 only).")]
-# What the CLI and the app rerank by default (rag/rerank.py): where users ask in their own words
-# the hybrid search's first few candidates often miss the right page, and the same model's
-# likelihood finds it further down (docs/RESULTS.md, both dev sets: 15 against 5). The price is
-# one forward pass per candidate. The Python API's default is 0 (no rerank), so that
-# `pipeline.retrieve` stays one embedding pass unless asked.
-DEFAULT_RERANK = 15  # as AskSettings.rerank (rag/ask.py)
-DEFAULT_ANSWER = "extractive"  # rag/ask.py AskSettings.answer; docs/RESULTS.md measures the modes
+# The CLI and the app answer with the ask flow's own defaults (rag/ask.py AskSettings, where the
+# rerank depth and answer mode say why). `pipeline.retrieve` itself defaults to no rerank, so the
+# Python API stays one embedding pass unless asked.
+DEFAULT_RERANK = AskSettings.rerank
+DEFAULT_ANSWER = AskSettings.answer
 RerankOpt = Annotated[int, typer.Option(
     "--rerank", min=0, help="Reorder the first N retrieved chunks by how likely the same model finds the question "
     "after each (query likelihood, fused with the retrieval order; one forward pass per chunk). 0 = off.")]

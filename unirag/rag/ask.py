@@ -42,9 +42,12 @@ class AskSettings:
 
     top_k: int = 3                 # chunks retrieved, shown and cited
     retrieval: str = "hybrid"      # hybrid | dense | lexical
-    rerank: int = 15               # candidates the same model reranks (0 = off); the CLI's too
+    # candidates the same model reranks (0 = off): where users ask in their own words the hybrid
+    # search's first few often miss the right page and the likelihood finds it further down
+    # (docs/RESULTS.md, both dev sets: 15 against 5 and 10), at one forward pass per candidate
+    rerank: int = 15
     expand: str = "none"           # none | hyde
-    answer: str = "extractive"     # extractive | generated | both
+    answer: str = "extractive"     # extractive | generated | both; docs/RESULTS.md measures them
     evidence_words: int | None = None  # words of quoted evidence; None: per mode (EVIDENCE_WORDS)
     scorers: tuple[str, ...] = evidence_mod.DEFAULT_SCORERS
     # evidence relevance under which the answer is NO_ANSWER; None: never. Chosen on the dev sets
