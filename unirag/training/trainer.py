@@ -499,9 +499,21 @@ def train(config: TrainConfig, model: str, data: str, output: str, resume: bool 
     if budget.hit:
         print(f"unirag: time budget of {config.max_minutes:g} min reached after {trainer.state.global_step} "
               f"of {config.steps} steps")
-    if not trainer.is_world_process_zero():
-        return out_dir
-    write_output(module, tokenizer, out_dir, meta)
-    if not keep_checkpoints:
-        shutil.rmtree(out_dir / CHECKPOINTS, ignore_errors=True)
+    if trainer.is_world_process_zero():
+        write_output(module, tokenizer, out_dir, meta)
+        if not keep_checkpoints:
+            shutil.rmtree(out_dir / CHECKPOINTS, ignore_errors=True)
+    leave_process_group()
     return out_dir
+
+
+def leave_process_group() -> None:
+    """Under torchrun/accelerate: every process waits until the writer is done, then leaves the
+    process group. A process that exits with the group still up can abort in the backend's threads
+    ("terminate called without an active exception"), which fails the launch although the
+    adapter was written. Nothing to do in a single process."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
