@@ -60,7 +60,7 @@ def main() -> None:
     client = connect(args.db)
     settings = AskSettings()
     own, other, foreign, per_set = [], [], [], {}
-    questions_of = {}
+    questions_of, collections = {}, {}
     for spec in args.set:
         name, _, path = spec.partition("=")
         collection = open_collection(client, name, model)
@@ -70,10 +70,10 @@ def main() -> None:
         theirs = [relevance(model, q, hits[(i + args.shift) % len(hits)]) for i, q in enumerate(questions)]
         per_set[name] = {"own": mine, "other": theirs}
         questions_of[name] = questions
+        collections[name] = collection
         own += mine
         other += theirs
-    for name in questions_of:  # every other set's questions, asked of this collection
-        collection = open_collection(client, name, model)
+    for name, collection in collections.items():  # every other set's questions, asked of this collection
         asked = [q for other_name, qs in questions_of.items() if other_name != name for q in qs]
         per_set[name]["foreign"] = [relevance(model, q, retrieve(model, collection, q, args.top_k, settings.retrieval,
                                                                   settings.rerank)) for q in asked]

@@ -34,14 +34,12 @@ TOP_K = 5
 METRICS = ("hit@1", "hit@3", "hit@5", "rr")
 
 
-def label(meta: dict) -> str:
-    """The "title / heading path" ingest embeds before a chunk (unirag/rag/chunking.py embed_text)."""
-    title, heading = meta.get("title", ""), meta.get("heading", "")
-    return heading if title and heading.startswith(title) else " / ".join(p for p in (title, heading) if p)
-
-
 def with_context(docs: list[str], metas: list[dict], tail: int) -> list[str]:
-    """Each chunk's embedded text, after the last `tail` words of the chunk before it in its file."""
+    """Each chunk's embedded text (`embed_text`, as ingest builds it from the stored title and
+    heading), after the last `tail` words of the chunk before it in its file."""
+    from unirag.rag.chunking import Chunk, ChunkSettings, embed_text
+
+    settings = ChunkSettings()
     by_source: dict[str, list[int]] = {}
     for i, meta in enumerate(metas):
         by_source.setdefault(meta["source"], []).append(i)
@@ -49,7 +47,9 @@ def with_context(docs: list[str], metas: list[dict], tail: int) -> list[str]:
     for indices in by_source.values():
         indices.sort(key=lambda i: metas[i]["chunk_index"])
         for j, i in enumerate(indices):
-            own = f"{label(metas[i])}\n\n{docs[i]}" if label(metas[i]) else docs[i]
+            meta = metas[i]
+            own = embed_text(Chunk(docs[i], meta.get("heading", ""), meta["chunk_index"], 0), meta.get("title", ""),
+                             settings)
             before = " ".join(docs[indices[j - 1]].split()[-tail:]) if j > 0 else ""
             texts[i] = f"{before}\n\n{own}" if before else own
     return texts
