@@ -241,17 +241,3 @@ def test_retrieval_split_by_word_overlap():
     rows = [{"hit@1": 1, "hit@3": 1, "hit@5": 1, "rr": 1.0}, {"hit@1": 0, "hit@3": 1, "hit@5": 1, "rr": 0.5}]
     assert retrieval.summarize(rows, [0, 1]) == {"hit@1": 50.0, "hit@3": 100.0, "hit@5": 100.0, "rr": 75.0}
     assert retrieval.summarize(rows, [])["hit@1"] is None
-
-
-def test_context_embedding_puts_the_previous_chunks_tail_before_each_chunk():
-    context = load("context_embedding")
-    docs = ["two three four", "one two", "other file", "five six"]
-    metas = [{"source": "a.md", "chunk_index": 1, "title": "A", "heading": "A > Setup"},
-             {"source": "a.md", "chunk_index": 0, "title": "A", "heading": "A"},
-             {"source": "b.md", "chunk_index": 0, "title": "B", "heading": ""},
-             {"source": "a.md", "chunk_index": 2, "title": "", "heading": ""}]
-    texts = context.with_context(docs, metas, tail=2)
-    assert texts[1] == "A\n\none two"                      # a file's first chunk: nothing before it
-    assert texts[0] == "one two\n\nA > Setup\n\ntwo three four"  # the heading path already names the title
-    assert texts[3] == "three four\n\nfive six"             # the last 2 words of chunk 1; no label
-    assert texts[2] == "B\n\nother file"                   # another file does not continue a.md

@@ -32,6 +32,10 @@ RerankOpt = Annotated[int, typer.Option(
     "--rerank", min=0, help="Reorder the first N retrieved chunks by how likely the same model finds the question "
     "after each (query likelihood, fused with the retrieval order; one forward pass per chunk). 0 = off.")]
 
+ContextWordsOpt = Annotated[int, typer.Option(
+    "--context-words", min=0, help="Embed each chunk after the last N words of the chunk before it in its file, so "
+    "its embedding knows what it continues (the stored text stays the chunk alone). 0 = off.")]
+
 ExpandOpt = Annotated[str, typer.Option(
     "--expand", help="none, or hyde: the model first writes a short hypothetical answer, and the question plus "
     "it is searched (one extra generation per question; rag/expand.py).")]

@@ -16,8 +16,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from .cli_options import (DEFAULT_ANSWER, DEFAULT_RERANK, AdapterOpt, AnswerOpt, CompileOpt, ExpandOpt, DecodeCopyOpt,
-                          ModelOpt, PrecisionOpt, RerankOpt, RetrievalOpt, launcher_rank, load_model)
+from .cli_options import (DEFAULT_ANSWER, DEFAULT_RERANK, AdapterOpt, AnswerOpt, CompileOpt, ContextWordsOpt,
+                          DecodeCopyOpt, ExpandOpt, ModelOpt, PrecisionOpt, RerankOpt, RetrievalOpt, launcher_rank,
+                          load_model)
 from .errors import UniragError
 
 DbOpt = Annotated[Path, typer.Option("--db", help="Folder of the embedded Chroma database.")]
@@ -64,6 +65,7 @@ def ingest(
     chunk_size: Annotated[int, typer.Option(help="Tokens per chunk.")] = 256,
     chunk_overlap: Annotated[int, typer.Option(help="Tokens shared by consecutive chunks of a section.")] = 32,
     embed_headings: Annotated[bool, typer.Option(help="Embed 'title / heading path' before each chunk's text (better retrieval; the stored text is the chunk alone).")] = True,
+    context_words: ContextWordsOpt = 0,
     max_file_mb: Annotated[float, typer.Option(help="Skip files larger than this.")] = 20.0,
     batch_size: Annotated[int, typer.Option(min=1, help="Chunks per embedding batch.")] = 32,
     reset: Annotated[bool, typer.Option(help="Delete the collection first and rebuild it.")] = False,
@@ -77,7 +79,7 @@ def ingest(
     from .rag.ingest import scan
     from .rag.store import connect, delete_collection, open_collection
 
-    settings = ChunkSettings(chunk_size, chunk_overlap, embed_headings)
+    settings = ChunkSettings(chunk_size, chunk_overlap, embed_headings, context_words)
     scan(path)  # a missing path, an empty folder or a bad --db fails here, before the model loads
     worker, workers = launcher_rank()
     if workers > 1 and not chroma_url:

@@ -21,7 +21,7 @@ from chroma_server import chroma_server
 
 from unirag.errors import UniragError
 from unirag.rag import store
-from unirag.rag.chunking import ChunkSettings, chunk_text, embed_text, markdown_title, split_sections
+from unirag.rag.chunking import ChunkSettings, chunk_text, embed_text, embed_texts, markdown_title, split_sections
 from unirag.rag_commands import ask, chat, ingest, retrieve
 from unirag.rag.ingest import PAUSE_ENV
 from unirag.rag.ingest import ingest as run_ingest
@@ -107,6 +107,41 @@ def test_markdown_title_is_the_first_top_level_heading():
     assert embed_text(loops, markdown_title(page), headed) == "Control Flow > Loops\n\n### Loops\n\nMore."
     plain = ChunkSettings(32, 8, embed_headings=False)
     assert headed.signature() != plain.signature()  # changing what is embedded re-embeds
+
+
+def test_context_words_put_the_previous_chunks_tail_before_each_chunk():
+    page = "## Loops\n\n" + " ".join(f"w{i}" for i in range(60)) + "\n\n## Next\n\nShort end."
+    chunks = chunk_text(page, None, ChunkSettings(32, 8))
+    assert len(chunks) > 2
+    plain = ChunkSettings(32, 8)
+    assert embed_texts(chunks, "Loops", plain) == [embed_text(c, "Loops", plain) for c in chunks]
+    context = ChunkSettings(32, 8, context_words=3)
+    texts = embed_texts(chunks, "Loops", context)
+    assert texts[0] == embed_text(chunks[0], "Loops", context)  # nothing before the first chunk
+    for before, chunk, text in zip(chunks, chunks[1:], texts[1:]):  # crossing headings too, in file order
+        tail = " ".join(before.text.split()[-3:])
+        assert text == f"{tail}\n\n{embed_text(chunk, 'Loops', context)}"
+    assert context.signature() != plain.signature()  # changing it re-embeds
+    assert plain.signature() == "size=32;overlap=8;headings=2"  # collections built without it keep their ids
+    with pytest.raises(UniragError):
+        ChunkSettings(context_words=-1)
+
+
+def test_ingest_with_context_words_embeds_each_chunk_after_its_predecessor(tiny, tmp_path):
+    docs = write_docs(tmp_path / "docs")
+    collection = open_db(tiny, tmp_path / "db")
+    run_ingest(tiny, collection, docs, settings=SMALL)
+    plain = collection_state(collection)
+    context = ChunkSettings(32, 8, context_words=5)
+    summary = run_ingest(tiny, collection, docs, settings=context)
+    assert sorted(summary.changed) == ["guide.md", "notes.txt", "sub/intro.rst", "sub/page.html"]
+    state = collection_state(collection)
+    assert not state.keys() & plain.keys() and len(state) == len(plain)  # new ids, the old ones gone
+    guide = sorted((m["chunk_index"], d, e) for d, m, e in state.values() if m["source"] == "guide.md")
+    chunks = chunk_text((docs / "guide.md").read_text(), tiny.tokenizer, context)
+    assert [d for _, d, _ in guide] == [c.text for c in chunks]  # the stored text is the chunk alone
+    expected = tiny.embed(embed_texts(chunks, "Guide", context))
+    np.testing.assert_allclose(np.stack([e for _, _, e in guide]), expected, atol=1e-5)
 
 
 def test_html_and_rst_become_markdown_headings():
@@ -393,6 +428,12 @@ def test_cli_ingest_retrieve_ask_chat(tiny_model_dir, tmp_path):
                            input="cats?\nand dogs?\n/exit\n")
     assert result.exit_code == 0, result.output
     assert result.stdout.count("unirag> ") == 2 and result.stdout.count("Sources:") == 2
+
+    # another embedded text re-embeds every file
+    result = invoke("ingest", str(docs), *common, "--chunk-size", "32", "--chunk-overlap", "8", "--no-progress",
+                    "--context-words", "8")
+    assert result.exit_code == 0, result.output
+    assert "0 added, 4 changed, 0 removed, 0 unchanged" in result.output
 
     result = invoke("retrieve", "x", *common[:2], "--db", str(tmp_path / "nodb"))
     assert isinstance(result.exception, UniragError) and "no Chroma database" in str(result.exception)

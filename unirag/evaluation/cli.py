@@ -16,8 +16,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..cli_options import (DEFAULT_RERANK, AdapterOpt, DecodeCopyOpt, ExpandOpt, ModelOpt, PrecisionOpt, RerankOpt,
-                           RetrievalOpt, load_model)
+from ..cli_options import (DEFAULT_RERANK, AdapterOpt, ContextWordsOpt, DecodeCopyOpt, ExpandOpt, ModelOpt,
+                           PrecisionOpt, RerankOpt, RetrievalOpt, load_model)
 
 from ..errors import UniragError
 
@@ -187,6 +187,7 @@ def rag(
     chunk_size: Annotated[int, typer.Option(help="Tokens per chunk (as `unirag ingest`).")] = 256,
     chunk_overlap: Annotated[int, typer.Option(help="Tokens shared by consecutive chunks (as `unirag ingest`).")] = 32,
     embed_headings: Annotated[bool, typer.Option(help="Embed 'title / heading path' before each chunk (as `unirag ingest`).")] = True,
+    context_words: ContextWordsOpt = 0,
     retrieval: RetrievalOpt = "hybrid",
     rerank: RerankOpt = DEFAULT_RERANK,
     rerank_fusion: Annotated[bool, typer.Option(help="Fuse the rerank order with the retrieval order "
@@ -234,7 +235,7 @@ def rag(
     chosen = answer_variants(variants)
     if max_new_tokens is not None:
         chosen = {label: replace(v, max_new_tokens=max_new_tokens) for label, v in chosen.items()}
-    settings = ChunkSettings(chunk_size, chunk_overlap, embed_headings)
+    settings = ChunkSettings(chunk_size, chunk_overlap, embed_headings, context_words)
     files, _, _ = scan(docs)  # a missing or empty folder fails before the model loads
     sources = [f.source for f in files]
     missing = sorted({g for q in items for g in q.files

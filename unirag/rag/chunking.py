@@ -29,6 +29,9 @@ class ChunkSettings:
     # is about, which its text often only implies, and retrieval improved with them (docs/RESULTS.md,
     # "Retrieval on the Rust book"); the stored text stays the chunk's own
     embed_headings: bool = True
+    # embed each chunk after the last `context_words` words of the chunk before it in its file, so
+    # that the EOS state has read what the chunk continues ("it", "this method"); 0 = the chunk alone
+    context_words: int = 0
 
     def __post_init__(self):
         if self.chunk_size < 16:
@@ -36,10 +39,13 @@ class ChunkSettings:
         if not 0 <= self.overlap <= self.chunk_size // 2:
             raise UniragError(f"chunk overlap {self.overlap} must be between 0 and half the chunk size "
                               f"({self.chunk_size // 2})")
+        if self.context_words < 0:
+            raise UniragError(f"context words {self.context_words} must be 0 (off) or more")
 
     def signature(self) -> str:
         headings = HEADINGS_FORMAT if self.embed_headings else 0
-        return f"size={self.chunk_size};overlap={self.overlap};headings={headings}"
+        context = f";context={self.context_words}" if self.context_words else ""  # ids without it stay as they were
+        return f"size={self.chunk_size};overlap={self.overlap};headings={headings}{context}"
 
 
 @dataclass(frozen=True)
@@ -118,6 +124,16 @@ def embed_text(chunk: Chunk, title: str, settings: ChunkSettings) -> str:
     heading = chunk.heading
     label = heading if title and heading.startswith(title) else " / ".join(p for p in (title, heading) if p)
     return f"{label}\n\n{chunk.text}" if label else chunk.text
+
+
+def embed_texts(chunks: list[Chunk], title: str, settings: ChunkSettings) -> list[str]:
+    """What gets embedded for each chunk of one document, in order: `embed_text`, after the last
+    `settings.context_words` words of the chunk before it (none for the first)."""
+    own = [embed_text(chunk, title, settings) for chunk in chunks]
+    if not settings.context_words:
+        return own
+    before = [""] + [" ".join(chunk.text.split()[-settings.context_words:]) for chunk in chunks[:-1]]
+    return [f"{tail}\n\n{text}" if tail else text for tail, text in zip(before, own)]
 
 
 def _windows(text: str, tokenizer, size: int, overlap: int) -> list[tuple[str, int]]:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ..errors import UniragError
 from . import store
-from .chunking import Chunk, ChunkSettings, chunk_text, embed_text
+from .chunking import Chunk, ChunkSettings, chunk_text, embed_texts
 from .readers import (DEFAULT_MAX_BYTES, KINDS, READER_FORMATS, Document, Skipped, SourceFile, content_hash, parse,
                       read_bytes, walk)
 
@@ -221,11 +221,11 @@ class _Run:
         """Embed the pending chunks together; then per file: upsert, and only then delete stale ids."""
         if not self.pending:
             return
-        texts = [embed_text(c, p.doc.title, self.settings) for p in self.pending for c in p.chunks]
+        texts = [text for p in self.pending for text in embed_texts(p.chunks, p.doc.title, self.settings)]
         t0 = time.perf_counter()
         vectors = self.model.embed(texts, pooling=self.pooling, batch_size=self.batch_size)
         self.summary.embed_seconds += time.perf_counter() - t0
-        if self.settings.embed_headings:  # count the heading labels too
+        if self.settings.embed_headings or self.settings.context_words:  # count labels and context too
             self.summary.tokens += sum(map(len, self.model.tokenizer(texts, add_special_tokens=False)["input_ids"]))
         else:
             self.summary.tokens += sum(c.n_tokens for p in self.pending for c in p.chunks)
