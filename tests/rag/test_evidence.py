@@ -199,3 +199,38 @@ def test_the_draft_fits_the_context_window(tiny):
 
     many = [Hit(str(i), 1.0, CHUNK, "loops.md", "Loops") for i in range(6)]
     assert isinstance(draft_answer(tiny, "How does a loop return a value?", many), str)
+
+
+@pytest.mark.parametrize("text, term", [
+    ("os.path.expanduser(path)\n\nOn Unix, return the argument with ~ replaced.", "os.path.expanduser(path)"),
+    ("Warning\n\nThe shlex module is only designed for Unix shells.", "Warning"),
+    ("Loops run code again.\n\nYou can also return from a loop.", None),        # a sentence, not a term
+    ("Source code: Lib/csv.py\n\nThe CSV format is common.", None),            # a "label: value" line
+    ("- first item\n\nThe list ends here.", None),                             # a list item
+    ("</Listing>\n\nAs a result, s will contain lol.", None),                  # markup says nothing
+    ("list.append(x)\nAdd an item to the end of the list.", None),             # not a paragraph of its own
+    ("Table 3-2\n\n| Number | Example |", None),                               # the body is no sentence
+    ("suffix=None, dir=None)\n\nReturn a file-like object.", None),            # a signature cut by the edge
+])
+def test_term_of_finds_the_name_a_definition_opens_with(text, term):
+    from unirag.rag.evidence import term_of
+    from unirag.rag.sentences import split_units
+
+    units = split_units(text)
+    found = term_of(text, units, len(units) - 1)
+    assert (found and text[found.start:found.end]) == term
+
+
+def test_a_definitions_first_sentence_is_quoted_with_its_term(tiny):
+    text = ("os.path.exists(path)\n\nReturn True if path exists.\n\n"
+            "os.path.expanduser(path)\n\nOn Unix, return the argument with ~ replaced by the home directory.")
+    hit = Hit("a", 1.0, text, "os.path.html", "os.path")
+    ev = select(tiny, "How do I replace ~ by the home directory?", [hit], max_words=20, scorers=("lexical",))
+    first = ev.spans[0]
+    assert first.text == text[first.start:first.end] and first.text.startswith("os.path.expanduser(path)")
+    assert quote(first) == ("“os.path.expanduser(path) — On Unix, return the argument with ~ replaced by the "
+                            "home directory.” [1]")
+    assert all("expanduser" not in s.text for s in ev.spans[1:])  # the term is not quoted twice
+    units = [s for s in select(tiny, "How do I replace ~ by the home directory?", [hit], max_words=20,
+                               scorers=("lexical",), whole_thoughts=False).spans]
+    assert units[0].text.startswith("On Unix")  # units quoted as cut: the sentence alone

@@ -127,13 +127,16 @@ _FENCE_LINE = re.compile(r"^\s*(?:`{3,}|~{3,})\S*\s*$", re.MULTILINE)
 # space, so that code such as x[i][j] is left alone) and "[the guide](https://...)" (a URL or path)
 _REFERENCE_LINK = re.compile(r"\[([^\[\]]*\s[^\[\]]*)\]\[[\w-]*\]")
 _INLINE_LINK = re.compile(r"\[([^\[\]]+)\]\((?:https?://|\.{0,2}/|#)[^)\s]*\)")
+# a paragraph break after a line that ends in no punctuation: a term and its definition's body
+_AFTER_TERM = re.compile(r"(?<=[\w)\]])[ \t]*\n[ \t]*\n\s*")
 
 
 def quote(span: evidence_mod.Span) -> str:
     """A span as it appears in an answer: its text on one line (without code-fence lines, as a
     sentence quoted with the code it introduces would carry, and with Markdown links as their
-    text), in quotes, with its number."""
-    text = _INLINE_LINK.sub(r"\1", _REFERENCE_LINK.sub(r"\1", _FENCE_LINE.sub("", span.text)))
+    text, and a term set off from the definition it heads by a dash), in quotes, with its number."""
+    text = _AFTER_TERM.sub(" — ", _FENCE_LINE.sub("", span.text))
+    text = _INLINE_LINK.sub(r"\1", _REFERENCE_LINK.sub(r"\1", text))
     return f"“{' '.join(text.split())}” [{span.hit + 1}]"
 
 

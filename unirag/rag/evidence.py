@@ -19,7 +19,8 @@ code lines: `sentences.py`) and each unit is scored against the question with th
 
 The chosen scorers' rankings are fused by reciprocal rank (the fusion hybrid search uses), and
 units are taken best first until `max_words`, each counted with one word more for the "[n]" it
-will be quoted with; a unit ending in ":" is quoted with the unit it introduces. `relevance` is
+will be quoted with; a unit ending in ":" is quoted with the unit it introduces, and a sentence
+that opens the body of a definition is quoted with the term it defines (`term_of`). `relevance` is
 the best unit's query likelihood minus the question's likelihood after an empty passage: how
 much the evidence explains the question, comparable across questions, which is what abstention
 thresholds.
@@ -37,7 +38,7 @@ from ..scoring import PROMPT, loglikelihoods
 from .attribution import content_words
 from .loops import until_repeat
 from .pipeline import fit
-from .sentences import Unit, split_units, word_count
+from .sentences import LIST_ITEM, Unit, split_units, word_count
 
 SCORERS = ("likelihood", "embedding", "draft", "answer", "lexical", "rank")
 # chosen on the two dev sets: the model's scorers fused with the chunk's rank beat the rank alone
@@ -83,6 +84,7 @@ class _Candidate:
     window: str  # the unit with its neighbours
     heading: str
     following: Unit | None = None  # the next unit of the same chunk, if any
+    term: Unit | None = None  # the term whose definition this unit opens (`term_of`), if any
 
 
 # markup that says nothing by itself: HTML tags, template includes ({{#include ...}}), link
@@ -108,6 +110,32 @@ def starts_mid_sentence(text: str, unit: Unit, first: bool) -> bool:
     return first and not unit.code and text[unit.start:unit.start + 1].islower()
 
 
+MAX_TERM_WORDS = 12
+_ENDS_LIKE_PROSE = re.compile(r"[.!?:;,]\s*$")
+
+
+def term_of(text: str, units: Sequence[Unit], j: int) -> Unit | None:
+    """The term whose definition units[j] opens, if any: the unit before it when that is a
+    paragraph of its own, short (at most MAX_TERM_WORDS words), not a sentence, list item or
+    "label: value" line, with its brackets balanced (a signature the chunk's edge cut is not a
+    term) and a word of letters once markup is taken out. Reference pages put the name being
+    defined there ("os.path.expanduser(path)", "list.append(x)", "Warning") and start its body
+    with a sentence that never names it ("Return the argument with ~ replaced ..."):
+    quoted alone, that sentence does not say what it is about."""
+    if j == 0 or units[j].code or not text[units[j].start:units[j].start + 1].isalnum():
+        return None
+    term = units[j - 1]
+    words = text[term.start:term.end]
+    standalone = (term.start == 0 or text[:term.start].endswith("\n\n")) and \
+        text[term.end:units[j].start].count("\n") >= 2
+    if (term.code or not standalone or _ENDS_LIKE_PROSE.search(words) or ": " in words
+            or LIST_ITEM.match(words) or word_count(words) > MAX_TERM_WORDS
+            or words.count("(") != words.count(")")
+            or not _WORD_OF_LETTERS.search(_MARKUP.sub(" ", words))):
+        return None
+    return term
+
+
 def candidates(hits: Sequence, skip_tails: bool = True) -> list[_Candidate]:
     """Every quotable unit of every hit, with the text around it. Retrieved chunks overlap, so a
     unit contained in one already taken from a higher-ranked hit (a sentence cut by the chunk's
@@ -130,7 +158,8 @@ def candidates(hits: Sequence, skip_tails: bool = True) -> list[_Candidate]:
             if (following is not None and not following.code
                     and not quotable(hit.text[following.start:following.end])):
                 following = None
-            out.append(_Candidate(i, unit, text, hit.text[lo:hi], hit.heading, following))
+            out.append(_Candidate(i, unit, text, hit.text[lo:hi], hit.heading, following,
+                                  term_of(hit.text, units, j)))
     return out
 
 
@@ -223,7 +252,8 @@ def select(model, question: str, hits: Sequence, max_words: int = MAX_WORDS,
            scorers: Sequence[str] = DEFAULT_SCORERS, whole_thoughts: bool = True) -> Evidence:
     """The best units, best first, until `max_words` (each unit counts one word more, for its
     "[n]"); the first is always kept. With `whole_thoughts`, a unit ending in ":" is quoted with
-    the unit it introduces and sentence tails at a chunk's start are no candidates."""
+    the unit it introduces, a definition's first sentence with its term, and sentence tails at a
+    chunk's start are no candidates."""
     cands, scores, null = score(model, question, hits, scorers, whole_thoughts)
     if not cands:
         return Evidence([], float("-inf"))
@@ -234,21 +264,26 @@ def select(model, question: str, hits: Sequence, max_words: int = MAX_WORDS,
         c = cands[i]
         if (c.hit, c.unit.start) in covered:
             continue
-        end = c.unit.end
+        start, end = c.unit.start, c.unit.end
+        # a definition's first sentence is quoted with the term it defines (and the dash that
+        # sets the term off), when that fits
+        if (whole_thoughts and c.term is not None and (c.hit, c.term.start) not in covered
+                and (word_count(hits[c.hit].text[c.term.start:end]) + 2 + words <= max_words or not spans)):
+            start = c.term.start
         # a unit that announces what follows is quoted with it (the code line or sentence it
         # introduces), when that fits
         if (whole_thoughts and announces(c.text) and c.following is not None
                 and (c.hit, c.following.start) not in covered):
-            extended = hits[c.hit].text[c.unit.start:c.following.end]
+            extended = hits[c.hit].text[start:c.following.end]
             if word_count(extended) + 1 + words <= max_words or not spans:
                 end = c.following.end
                 covered.add((c.hit, c.following.start))
-        text = hits[c.hit].text[c.unit.start:end]
-        n = word_count(text) + 1
+        text = hits[c.hit].text[start:end]
+        n = word_count(text) + 1 + (start != c.unit.start)  # the "[n]", and the dash after a term
         if spans and words + n > max_words:
             continue
-        covered.add((c.hit, c.unit.start))
-        spans.append(Span(c.hit, c.unit.start, end, text, float(fused[i]), scores["likelihood"][i]))
+        covered.update({(c.hit, c.unit.start), (c.hit, start)})
+        spans.append(Span(c.hit, start, end, text, float(fused[i]), scores["likelihood"][i]))
         words += n
         if words >= max_words:
             break

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 MAX_WORDS = 40
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _HEADING = re.compile(r"^ {0,3}#{1,6}\s")
-_LIST_ITEM = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+")
+LIST_ITEM = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+")
 _SENTENCE_END = re.compile(r"[.!?]+[\"')\]]*(?=\s)")
 _ABBREVIATION = re.compile(r"(?:\b(?:e\.g|i\.e|etc|vs|cf|Mr|Dr|No|approx)|\.\.)\.?$", re.IGNORECASE)
 _WORD = re.compile(r"\S+")
@@ -117,7 +117,7 @@ def split_units(text: str, max_words: int = MAX_WORDS) -> list[Unit]:
         if not stripped or _HEADING.match(line):
             flush()
             continue
-        if _LIST_ITEM.match(line):
+        if LIST_ITEM.match(line):
             flush()
         block = (block[0] if block else offset, offset + len(line))
     flush()
