@@ -43,6 +43,19 @@ def test_units_are_offsets_into_the_chunk_and_capped():
     long = " ".join(["word"] * 90) + "."
     pieces = split_units(long, max_words=40)
     assert [word_count(long[u.start:u.end]) for u in pieces] == [30, 30, 30]
+    assert [(u.cut_before, u.cut_after) for u in pieces] == [(False, True), (True, True), (True, False)]
+    assert not any(u.cut_before or u.cut_after for u in units)  # whole sentences and code lines
+
+
+def test_a_quote_of_a_long_sentences_piece_shows_where_it_goes_on(tiny):
+    long = "Sockets " + " ".join(["send"] * 50) + " bytes."
+    ev = select(tiny, "How do sockets send bytes?", [Hit("a", 1.0, long, "a.md")], max_words=30, scorers=("rank",))
+    first = ev.spans[0]
+    assert first.cut_after and not first.cut_before
+    assert quote(first).startswith("“Sockets send") and quote(first).endswith("send…” [1]")
+    from unirag.rag.evidence import Span
+
+    assert quote(Span(0, 0, 5, "bytes.", cut_before=True)) == "“…bytes.” [1]"
 
 
 def hits():

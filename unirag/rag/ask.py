@@ -134,10 +134,11 @@ _AFTER_TERM = re.compile(r"(?<=[\w)\]])[ \t]*\n[ \t]*\n\s*")
 def quote(span: evidence_mod.Span) -> str:
     """A span as it appears in an answer: its text on one line (without code-fence lines, as a
     sentence quoted with the code it introduces would carry, and with Markdown links as their
-    text, and a term set off from the definition it heads by a dash), in quotes, with its number."""
+    text, and a term set off from the definition it heads by a dash), in quotes, with its number;
+    "…" marks where a sentence too long to quote whole goes on."""
     text = _AFTER_TERM.sub(" — ", _FENCE_LINE.sub("", span.text))
-    text = _INLINE_LINK.sub(r"\1", _REFERENCE_LINK.sub(r"\1", text))
-    return f"“{' '.join(text.split())}” [{span.hit + 1}]"
+    text = " ".join(_INLINE_LINK.sub(r"\1", _REFERENCE_LINK.sub(r"\1", text)).split())
+    return f"“{'…' if span.cut_before else ''}{text}{'…' if span.cut_after else ''}” [{span.hit + 1}]"
 
 
 def focused_hits(hits: Sequence[Hit], spans: Sequence[evidence_mod.Span]) -> list[Hit]:

@@ -62,6 +62,8 @@ class Span:
     text: str
     score: float = 0.0       # fused score (higher is better)
     likelihood: float = 0.0  # mean log-probability of the question after this unit
+    cut_before: bool = False  # the sentence began before the span (a long sentence's later piece)
+    cut_after: bool = False   # the sentence goes on after the span
 
 
 @dataclass(frozen=True)
@@ -264,7 +266,7 @@ def select(model, question: str, hits: Sequence, max_words: int = MAX_WORDS,
         c = cands[i]
         if (c.hit, c.unit.start) in covered:
             continue
-        start, end = c.unit.start, c.unit.end
+        start, end, last = c.unit.start, c.unit.end, c.unit
         # a definition's first sentence is quoted with the term it defines (and the dash that
         # sets the term off), when that fits
         if (whole_thoughts and c.term is not None and (c.hit, c.term.start) not in covered
@@ -276,14 +278,15 @@ def select(model, question: str, hits: Sequence, max_words: int = MAX_WORDS,
                 and (c.hit, c.following.start) not in covered):
             extended = hits[c.hit].text[start:c.following.end]
             if word_count(extended) + 1 + words <= max_words or not spans:
-                end = c.following.end
+                end, last = c.following.end, c.following
                 covered.add((c.hit, c.following.start))
         text = hits[c.hit].text[start:end]
         n = word_count(text) + 1 + (start != c.unit.start)  # the "[n]", and the dash after a term
         if spans and words + n > max_words:
             continue
         covered.update({(c.hit, c.unit.start), (c.hit, start)})
-        spans.append(Span(c.hit, start, end, text, float(fused[i]), scores["likelihood"][i]))
+        spans.append(Span(c.hit, start, end, text, float(fused[i]), scores["likelihood"][i],
+                          cut_before=c.unit.cut_before and start == c.unit.start, cut_after=last.cut_after))
         words += n
         if words >= max_words:
             break

@@ -8,7 +8,8 @@ Rules: a prose sentence ends at . ! ? followed by white space (not after a few c
 abbreviations), at a blank line, or at a line that starts a list item or heading. Inside a code
 fence (or an indented block) every non-empty line is a unit of its own, at most `max_words`
 words. Headings are never units (they are already in the chunk's label). A unit longer than
-`max_words` words is cut at word boundaries.
+`max_words` words is cut at word boundaries, and its pieces say so (`cut_before`, `cut_after`),
+so that a quote of one can show where the sentence goes on.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ class Unit:
     start: int
     end: int
     code: bool = False
+    cut_before: bool = False  # a piece of a longer unit, after its first piece
+    cut_after: bool = False   # a piece of a longer unit, before its last piece
 
 
 def _lines(text: str):
@@ -70,7 +73,8 @@ def _cap(text: str, unit: Unit, max_words: int) -> list[Unit]:
         return [unit]
     pieces = -(-len(words) // max_words)
     size = -(-len(words) // pieces)
-    return [Unit(words[i].start(), words[min(i + size, len(words)) - 1].end(), unit.code)
+    return [Unit(words[i].start(), words[min(i + size, len(words)) - 1].end(), unit.code,
+                 cut_before=i > 0, cut_after=i + size < len(words))
             for i in range(0, len(words), size)]
 
 
