@@ -286,7 +286,7 @@ def select(model, question: str, hits: Sequence, max_words: int = MAX_WORDS,
             continue
         covered.update({(c.hit, c.unit.start), (c.hit, start)})
         spans.append(Span(c.hit, start, end, text, float(fused[i]), scores["likelihood"][i],
-                          cut_before=c.unit.cut_before and start == c.unit.start, cut_after=last.cut_after))
+                          cut_before=c.unit.cut_before, cut_after=last.cut_after))
         words += n
         if words >= max_words:
             break
