@@ -3,13 +3,10 @@ each worker takes its share of the files, together they write what one process w
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import numpy as np
 import pytest
-from chroma_server import chroma_server, free_port
+from chroma_server import chroma_server
+from net import torchrun
 from test_rag import SMALL, collection_state, invoke, open_db, write_docs
 
 from unirag.rag.ingest import ingest, share_of
@@ -64,10 +61,7 @@ def test_torchrun_ingest_into_one_server(tiny_model_dir, tmp_path):
     args = ["--model", str(tiny_model_dir), "--precision", "fp32", "--chunk-size", "32", "--chunk-overlap", "8",
             "--no-progress", "--collection", "docs"]
     with chroma_server(tmp_path / "server") as url:
-        result = subprocess.run(
-            [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
-             "--master_port", str(free_port()), "-m", "unirag", "ingest", str(docs), "--chroma-url", url, *args],
-            capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+        result = torchrun(["ingest", str(docs), "--chroma-url", url, *args])
         assert result.returncode == 0, result.stderr[-3000:]
         assert "worker 1 of 2" in result.stdout and "worker 2 of 2" in result.stdout
         again = invoke("ingest", str(docs), "--chroma-url", url, *args)  # one process: nothing left to do

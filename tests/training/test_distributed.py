@@ -2,19 +2,14 @@
 writes the adapter one process writes for the same global batch. The same command with a GPU
 launcher config is the multi-GPU run (train/launch_multi_gpu.sh)."""
 
-import os
-import subprocess
-import sys
-
 import numpy as np
 from safetensors.torch import load_file
 
 from unirag.training.config import load_config
 from unirag.training.trainer import train
 
-from net import free_port
+from net import torchrun
 from test_trainer import CORPUS_LINES
-
 
 
 def test_two_cpu_processes_train_the_adapter_one_process_trains(tiny_model_dir, tmp_path):
@@ -24,12 +19,8 @@ def test_two_cpu_processes_train_the_adapter_one_process_trains(tiny_model_dir, 
     # micro-batches per step and two processes take one each; LoRA dropout stays on (0.05).
     one = train(load_config("test-tiny"), str(tiny_model_dir), str(corpus), str(tmp_path / "one"))
     two = tmp_path / "two"
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    result = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
-         "--master_port", str(free_port()), "-m", "unirag", "train", "--recipe", "test-tiny",
-         "--model", str(tiny_model_dir), "--data", str(corpus), "--output", str(two)],
-        capture_output=True, text=True, timeout=300, env=env)
+    result = torchrun(["train", "--recipe", "test-tiny", "--model", str(tiny_model_dir), "--data", str(corpus),
+                       "--output", str(two)])
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.count("adapter written") == 1  # the first process writes and says so
     a, b = load_file(one / "adapter_model.safetensors"), load_file(two / "adapter_model.safetensors")
