@@ -241,3 +241,23 @@ def test_retrieval_split_by_word_overlap():
     rows = [{"hit@1": 1, "hit@3": 1, "hit@5": 1, "rr": 1.0}, {"hit@1": 0, "hit@3": 1, "hit@5": 1, "rr": 0.5}]
     assert retrieval.summarize(rows, [0, 1]) == {"hit@1": 50.0, "hit@3": 100.0, "hit@5": 100.0, "rr": 75.0}
     assert retrieval.summarize(rows, [])["hit@1"] is None
+
+
+def test_evidence_recall_ranks_oracle_and_summary():
+    recall = load("evidence_recall")
+    # the first unit holding the keys, by descending score (ties keep their order)
+    assert recall.first_holding_rank([0.1, 0.9, 0.5], [True, False, True]) == 1
+    assert recall.first_holding_rank([0.5, 0.5], [False, True]) == 1
+    assert recall.first_holding_rank([1.0], [False]) is None
+    texts = ["use deque for queues", "append adds one item", "a very long sentence"]
+    # one unit holds both keys; two units together within the budget; over the budget: no
+    assert recall.oracle(texts, [4, 4, 40], ["deque", "queues"], budget=10)
+    assert recall.oracle(texts, [4, 4, 40], ["deque", "append"], budget=10)
+    assert not recall.oracle(texts, [4, 4, 40], ["deque", "long"], budget=10)
+    rows = [{"shown": True, "one_unit": True, "oracle": True, "selected": True, "ranks": {"a": 0, "b": 2}},
+            {"shown": True, "one_unit": True, "oracle": True, "selected": False, "ranks": {"a": 1, "b": None}},
+            {"shown": False, "one_unit": False, "oracle": False, "selected": False, "ranks": {"a": None, "b": None}}]
+    summary = recall.summarise(rows, ["a", "b"])
+    assert (summary["questions"], summary["shown"], summary["one_unit"], summary["oracle"], summary["selected"]) == \
+        (3, 2, 2, 2, 1)
+    assert summary["a"] == {"@1": 1, "@2": 2, "@3": 2} and summary["b"] == {"@1": 0, "@2": 0, "@3": 1}

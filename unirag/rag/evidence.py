@@ -257,6 +257,13 @@ def select(model, question: str, hits: Sequence, max_words: int = MAX_WORDS,
     the unit it introduces, a definition's first sentence with its term, and sentence tails at a
     chunk's start are no candidates."""
     cands, scores, null = score(model, question, hits, scorers, whole_thoughts)
+    return choose(hits, cands, scores, null, max_words, scorers, whole_thoughts)
+
+
+def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[float]], null: float,
+           max_words: int = MAX_WORDS, scorers: Sequence[str] = DEFAULT_SCORERS,
+           whole_thoughts: bool = True) -> Evidence:
+    """`select`'s choice from units already scored (`score`'s output)."""
     if not cands:
         return Evidence([], float("-inf"))
     fused = fuse(scores, scorers)

@@ -1,0 +1,122 @@
+"""How often the evidence selector's ranking puts the sentence that holds the answer first.
+
+Why: the extractive answer is only as right as the units it quotes (`rag/evidence.py`). Key
+accuracy mixes retrieval, selection and quoting; this measures the selection alone. For each
+question of a set with gold keys, it retrieves the chunks `ask` shows (same retrieval, rerank and
+context fit), cuts them into the selector's candidate units, scores them with every scorer
+except the draft (which generates), and reports, over the questions where one unit holds every
+key:
+
+- recall@k per scorer, and for the default fusion: the first unit holding every key is among the
+  k best by that ranking;
+- the oracle: any one or two units that fit the word budget together hold every key (the most
+  that choosing among these units could give);
+- selected: the default selection (what `ask` quotes) holds every key.
+
+    python benchmarks/evidence_recall.py --db runs/db \
+        --set rust=../shared/data/eval/rag/rust_book_dev_answers.jsonl \
+        --set pydocs-main=../shared/data/eval/rag/python_docs_dev.jsonl [--output runs/bench/evidence_recall.json]
+
+Each --set is COLLECTION=QUESTIONS (a collection already ingested into --db); all sets in one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from itertools import combinations
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_common import machine_info, markdown_table, write_json  # noqa: E402
+
+from unirag.evaluation.answers import has_keys as holds  # noqa: E402
+
+SCORERS = ("likelihood", "embedding", "answer", "lexical", "rank")
+DEPTHS = (1, 2, 3)
+
+
+def first_holding_rank(scores: Sequence[float], holding: Sequence[bool]) -> int | None:
+    """0-based rank, by descending score (ties in order), of the first unit that holds the keys."""
+    for rank, i in enumerate(sorted(range(len(scores)), key=lambda i: -scores[i])):
+        if holding[i]:
+            return rank
+    return None
+
+
+def oracle(texts: Sequence[str], words: Sequence[int], keys: Sequence[str], budget: int) -> bool:
+    """Whether one unit, or two within `budget` words, together hold every key."""
+    singles = [i for i, n in enumerate(words) if n <= budget]
+    if any(holds(texts[i], keys) for i in singles):
+        return True
+    return any(holds(texts[i] + "\n" + texts[j], keys) for i, j in combinations(singles, 2)
+               if words[i] + words[j] <= budget)
+
+
+def summarise(rows: Sequence[dict], names: Sequence[str]) -> dict:
+    """Counts over questions: shown, one unit, oracle, selected, and per ranking recall@k."""
+    single = [r for r in rows if r["one_unit"]]
+    out = {"questions": len(rows), "shown": sum(r["shown"] for r in rows), "one_unit": len(single),
+           "oracle": sum(r["oracle"] for r in rows), "selected": sum(r["selected"] for r in rows)}
+    for name in names:
+        ranks = [r["ranks"][name] for r in single]
+        out[name] = {f"@{k}": sum(rank is not None and rank < k for rank in ranks) for k in DEPTHS}
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--db", required=True)
+    parser.add_argument("--set", action="append", required=True, help="COLLECTION=QUESTIONS.jsonl")
+    parser.add_argument("--output", default="runs/bench/evidence_recall.json")
+    args = parser.parse_args()
+
+    from tqdm.auto import tqdm
+
+    from unirag import UniModel
+    from unirag.evaluation.rag import load_questions
+    from unirag.rag import evidence
+    from unirag.rag.ask import ANSWER_SYSTEM, AskSettings
+    from unirag.rag.pipeline import fit, retrieve
+    from unirag.rag.sentences import word_count
+    from unirag.rag.store import connect, open_collection
+
+    model = UniModel.load()
+    client = connect(args.db)
+    settings = AskSettings()
+    names = (*SCORERS, "default")
+    results, table = {}, []
+    for spec in args.set:
+        name, _, path = spec.partition("=")
+        collection = open_collection(client, name, model)
+        rows = []
+        for q in tqdm(load_questions(path), desc=name, unit="question"):
+            hits = retrieve(model, collection, q.question, settings.top_k, settings.retrieval, settings.rerank)
+            hits, _ = fit(model, q.question, hits, (), settings.max_new_tokens, ANSWER_SYSTEM)
+            cands, scores, null = evidence.score(model, q.question, hits, SCORERS)
+            chosen = evidence.choose(hits, cands, scores, null, settings.words, settings.scorers)
+            scores["default"] = list(evidence.fuse(scores, settings.scorers)) if cands else []
+            texts = [c.text for c in cands]
+            holding = [holds(t, q.keys) for t in texts]
+            rows.append({"q": q.question, "keys": list(q.keys),
+                         "shown": holds("\n".join(h.text for h in hits), q.keys),
+                         "one_unit": any(holding),
+                         "oracle": oracle(texts, [word_count(t) + 1 for t in texts], q.keys, settings.words),
+                         "selected": holds("\n".join(s.text for s in chosen.spans), q.keys),
+                         "ranks": {n: first_holding_rank(scores[n], holding) for n in names}})
+        results[name] = {"summary": summarise(rows, names), "per_question": rows}
+        s = results[name]["summary"]
+        table.append([name, s["questions"], s["shown"], s["one_unit"], s["oracle"], s["selected"]]
+                     + [" / ".join(str(s[n][f"@{k}"]) for k in DEPTHS) for n in names])
+    print(markdown_table(("set", "questions", "keys shown", "one unit holds them", "oracle (<= 2 units)",
+                          "selected holds them", *(f"{n} @1/@2/@3" for n in names)), table))
+    out = write_json(args.output, {"machine": machine_info(), "model": model.name, "sets": args.set,
+                                   "settings": {"top_k": settings.top_k, "rerank": settings.rerank,
+                                                "words": settings.words, "scorers": list(settings.scorers)},
+                                   "results": results})
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
