@@ -4,11 +4,14 @@ Why: the extractive answer is only as right as the units it quotes (`rag/evidenc
 accuracy mixes retrieval, selection and quoting; this measures the selection alone. For each
 question of a set with gold keys, it retrieves the chunks `ask` shows (same retrieval, rerank and
 context fit), cuts them into the selector's candidate units, scores them with every scorer
-except the draft (which generates), and reports, over the questions where one unit holds every
-key:
+except the draft (which generates), and counts questions:
 
-- recall@k per scorer, and for the default fusion: the first unit holding every key is among the
-  k best by that ranking;
+- keys shown: a chunk shown holds every key (the ceiling retrieval leaves);
+- page, not passage: a right file is among the chunks shown but no chunk shown holds the keys
+  (retrieval found the page and missed the passage); in brackets, how many of those had a chunk
+  holding them among the rerank's candidates;
+- one unit: a single candidate unit holds every key; over these, recall@k per scorer and for
+  the default fusion: the first unit holding every key is among the k best by that ranking;
 - the oracle: any one or two units that fit the word budget together hold every key (the most
   that choosing among these units could give);
 - selected: the default selection (what `ask` quotes) holds every key.
@@ -55,9 +58,12 @@ def oracle(texts: Sequence[str], words: Sequence[int], keys: Sequence[str], budg
 
 
 def summarise(rows: Sequence[dict], names: Sequence[str]) -> dict:
-    """Counts over questions: shown, one unit, oracle, selected, and per ranking recall@k."""
+    """Counts over questions: shown, page not passage (and in the rerank pool), one unit, oracle,
+    selected, and per ranking recall@k."""
     single = [r for r in rows if r["one_unit"]]
     out = {"questions": len(rows), "shown": sum(r["shown"] for r in rows), "one_unit": len(single),
+           "page_not_passage": sum(r["page"] and not r["shown"] for r in rows),
+           "in_rerank_pool": sum(r["page"] and not r["shown"] and r["in_pool"] for r in rows),
            "oracle": sum(r["oracle"] for r in rows), "selected": sum(r["selected"] for r in rows)}
     for name in names:
         ranks = [r["ranks"][name] for r in single]
@@ -75,7 +81,7 @@ def main() -> None:
     from tqdm.auto import tqdm
 
     from unirag import UniModel
-    from unirag.evaluation.rag import load_questions
+    from unirag.evaluation.rag import load_questions, same_file
     from unirag.rag import evidence
     from unirag.rag.ask import ANSWER_SYSTEM, AskSettings
     from unirag.rag.pipeline import fit, retrieve
@@ -92,6 +98,7 @@ def main() -> None:
         collection = open_collection(client, name, model)
         rows = []
         for q in tqdm(load_questions(path), desc=name, unit="question"):
+            pool = retrieve(model, collection, q.question, settings.rerank, settings.retrieval, 0)
             hits = retrieve(model, collection, q.question, settings.top_k, settings.retrieval, settings.rerank)
             hits, _ = fit(model, q.question, hits, (), settings.max_new_tokens, ANSWER_SYSTEM)
             cands, scores, null = evidence.score(model, q.question, hits, SCORERS)
@@ -102,15 +109,19 @@ def main() -> None:
             rows.append({"q": q.question, "keys": list(q.keys),
                          "shown": holds("\n".join(h.text for h in hits), q.keys),
                          "one_unit": any(holding),
+                         "page": any(same_file(h.source, f) for h in hits for f in q.files),
+                         "in_pool": any(holds(h.text, q.keys) for h in pool),
                          "oracle": oracle(texts, [word_count(t) + 1 for t in texts], q.keys, settings.words),
                          "selected": holds("\n".join(s.text for s in chosen.spans), q.keys),
                          "ranks": {n: first_holding_rank(scores[n], holding) for n in names}})
         results[name] = {"summary": summarise(rows, names), "per_question": rows}
         s = results[name]["summary"]
-        table.append([name, s["questions"], s["shown"], s["one_unit"], s["oracle"], s["selected"]]
+        table.append([name, s["questions"], s["shown"], f'{s["page_not_passage"]} ({s["in_rerank_pool"]})',
+                      s["one_unit"], s["oracle"], s["selected"]]
                      + [" / ".join(str(s[n][f"@{k}"]) for k in DEPTHS) for n in names])
-    print(markdown_table(("set", "questions", "keys shown", "one unit holds them", "oracle (<= 2 units)",
-                          "selected holds them", *(f"{n} @1/@2/@3" for n in names)), table))
+    print(markdown_table(("set", "questions", "keys shown", "page, not passage (in rerank pool)",
+                          "one unit holds them", "oracle (<= 2 units)", "selected holds them",
+                          *(f"{n} @1/@2/@3" for n in names)), table))
     out = write_json(args.output, {"machine": machine_info(), "model": model.name, "sets": args.set,
                                    "settings": {"top_k": settings.top_k, "rerank": settings.rerank,
                                                 "words": settings.words, "scorers": list(settings.scorers)},

@@ -254,10 +254,15 @@ def test_evidence_recall_ranks_oracle_and_summary():
     assert recall.oracle(texts, [4, 4, 40], ["deque", "queues"], budget=10)
     assert recall.oracle(texts, [4, 4, 40], ["deque", "append"], budget=10)
     assert not recall.oracle(texts, [4, 4, 40], ["deque", "long"], budget=10)
-    rows = [{"shown": True, "one_unit": True, "oracle": True, "selected": True, "ranks": {"a": 0, "b": 2}},
-            {"shown": True, "one_unit": True, "oracle": True, "selected": False, "ranks": {"a": 1, "b": None}},
-            {"shown": False, "one_unit": False, "oracle": False, "selected": False, "ranks": {"a": None, "b": None}}]
+    seen = {"page": True, "in_pool": True}
+    rows = [{**seen, "shown": True, "one_unit": True, "oracle": True, "selected": True, "ranks": {"a": 0, "b": 2}},
+            {**seen, "shown": True, "one_unit": True, "oracle": True, "selected": False, "ranks": {"a": 1, "b": None}},
+            {**seen, "shown": False, "one_unit": False, "oracle": False, "selected": False,
+             "ranks": {"a": None, "b": None}},
+            {"page": True, "in_pool": False, "shown": False, "one_unit": False, "oracle": False, "selected": False,
+             "ranks": {"a": None, "b": None}}]
     summary = recall.summarise(rows, ["a", "b"])
     assert (summary["questions"], summary["shown"], summary["one_unit"], summary["oracle"], summary["selected"]) == \
-        (3, 2, 2, 2, 1)
+        (4, 2, 2, 2, 1)
+    assert (summary["page_not_passage"], summary["in_rerank_pool"]) == (2, 1)
     assert summary["a"] == {"@1": 1, "@2": 2, "@3": 2} and summary["b"] == {"@1": 0, "@2": 0, "@3": 1}
