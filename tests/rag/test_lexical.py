@@ -24,6 +24,15 @@ def test_reciprocal_rank_fusion_adds_one_over_k_plus_rank():
     assert [id_ for id_, _ in lexical.reciprocal_rank_fusion([["x"], ["y"]])] == ["x", "y"]
 
 
+def test_weighted_reciprocal_rank_fusion_scales_each_list():
+    fused = lexical.reciprocal_rank_fusion([["a", "b"], ["b", "a"]], k=60, weights=(3.0, 1.0))
+    assert [id_ for id_, _ in fused] == ["a", "b"]  # the heavier list's first wins
+    assert fused[0][1] == pytest.approx(3 / 61 + 1 / 62)
+    assert fused[1][1] == pytest.approx(3 / 62 + 1 / 61)
+    with pytest.raises(ValueError):
+        lexical.reciprocal_rank_fusion([["a"], ["b"]], weights=(1.0,))
+
+
 def test_bm25_index_stems_and_ignores_stopword_only_queries():
     index = lexical.LexicalIndex.build(["loops", "cats"], ["Loops can return values with break.",
                                                            "The cat sat on the mat."])

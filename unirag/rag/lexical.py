@@ -99,13 +99,18 @@ def _all_texts(collection) -> tuple[list[str], list[str]]:
     return texts, ids
 
 
-def reciprocal_rank_fusion(rankings: Sequence[Sequence[str]], k: int = RRF_K) -> list[tuple[str, float]]:
-    """Fuse ranked id lists: score(id) = sum over lists of 1 / (k + rank), rank from 1; best first.
+def reciprocal_rank_fusion(rankings: Sequence[Sequence[str]], k: int = RRF_K,
+                           weights: Sequence[float] | None = None) -> list[tuple[str, float]]:
+    """Fuse ranked id lists: score(id) = sum over lists of weight / (k + rank), rank from 1 (every
+    weight 1 unless given); best first.
 
     Ties keep the order of first appearance (the first list wins), so the result is deterministic.
     """
+    weights = [1.0] * len(rankings) if weights is None else list(weights)
+    if len(weights) != len(rankings):
+        raise ValueError(f"{len(weights)} weights for {len(rankings)} rankings")
     scores: dict[str, float] = {}
-    for ranking in rankings:
+    for ranking, weight in zip(rankings, weights):
         for rank, id_ in enumerate(ranking, 1):
-            scores[id_] = scores.get(id_, 0.0) + 1.0 / (k + rank)
+            scores[id_] = scores.get(id_, 0.0) + weight / (k + rank)
     return sorted(scores.items(), key=lambda item: -item[1])
