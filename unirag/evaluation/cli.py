@@ -192,6 +192,8 @@ def rag(
     rerank: RerankOpt = DEFAULT_RERANK,
     rerank_fusion: Annotated[bool, typer.Option(help="Fuse the rerank order with the retrieval order "
                                                 "(as `ask` does); off: the likelihood order alone.")] = True,
+    rerank_weight: Annotated[float, typer.Option(min=0.0, help="In that fusion, count the likelihood order this "
+                                                 "many times the retrieval order (`ask`: 1).")] = 1.0,
     expand: ExpandOpt = "none",
     query_prefix: Annotated[Optional[str], typer.Option(help="Text the dense search embeds before each question "
                                                         "(default: the adapter's own, usually none).")] = None,
@@ -260,9 +262,10 @@ def rag(
                    "folders, which compete in retrieval; use a --collection of its own", err=True)
     result = run_rag_eval(uni, coll, items, top_k=top_k, show_progress=progress, answers=answers,
                           answer_top_k=answer_top_k, mode=retrieval, rerank=rerank,
-                          rerank_fusion=rerank_fusion, expand=expand, variants=chosen)
+                          rerank_fusion=rerank_fusion, expand=expand, variants=chosen, rerank_weight=rerank_weight)
     label = (f"{uni.name} {collection} {retrieval}"
-             + (f" rerank {rerank}" + ("" if rerank_fusion else " (likelihood only)") if rerank else "")
+             + (f" rerank {rerank}" + ("" if rerank_fusion else " (likelihood only)")
+                + (f" (likelihood x{rerank_weight:g})" if rerank_fusion and rerank_weight != 1 else "") if rerank else "")
              + ("" if expand == "none" else f" expand {expand}")
              + ("" if embed_headings else " (no headings)"))
     runs = {label: result["metrics"]}
@@ -278,6 +281,7 @@ def rag(
     if output is not None:
         record = {"model": uni.name, "docs": str(docs), "questions": str(questions), "collection": collection,
                   "retrieval": retrieval, "rerank": rerank, "rerank_fusion": rerank_fusion,
+                  "rerank_weight": rerank_weight,
                   "expand": expand,
                   "chunks": coll.count(), "top_k": top_k, "chunk_settings": settings.signature(),
                   "ingest": summary_line, **result}

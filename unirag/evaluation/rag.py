@@ -179,7 +179,8 @@ def answer_variants(names: str | Sequence[str]) -> dict[str, Any]:
 def run_rag_eval(model, collection, questions: Sequence[Question], top_k: int = 5,
                  show_progress: bool = False, answers: int = 0, answer_top_k: int = 3,
                  mode: str = "hybrid", retriever=None, rerank: int = 0, rerank_fusion: bool = True,
-                 expand: str = "none", variants: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                 expand: str = "none", variants: Mapping[str, Any] | None = None,
+                 rerank_weight: float = 1.0) -> dict[str, Any]:
     """Retrieve for every question with `pipeline.retrieve`; per-question rankings and the aggregate.
 
     The first `answers` questions are also answered from their top `answer_top_k` chunks by each
@@ -198,7 +199,7 @@ def run_rag_eval(model, collection, questions: Sequence[Question], top_k: int = 
 
     def ranked(question: str, k: int):
         return retriever(question, k) if retriever else retrieve(model, collection, question, k, mode, rerank, rerank_fusion,
-                                                                      expand)
+                                                                      expand, rerank_weight)
 
     depths = depths_for(top_k)
     ranked(questions[0].question, top_k)  # warm-up (and BM25 build), not timed
