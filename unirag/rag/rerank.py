@@ -26,6 +26,7 @@ from ..scoring import PROMPT, question_logprobs  # noqa: F401  (PROMPT: part of 
 
 LIKELIHOOD_WEIGHT = 1.0  # the likelihood ranking's weight in the fusion; the retrieval order's is 1
 
+
 def rerank(model, question: str, hits: Sequence, depth: int, fuse: bool = True,
            weight: float = LIKELIHOOD_WEIGHT) -> list:
     """The first `depth` hits reordered, followed by the rest in their original order.
