@@ -85,6 +85,7 @@ def main() -> None:
     from unirag.rag import evidence
     from unirag.rag.ask import ANSWER_SYSTEM, AskSettings
     from unirag.rag.pipeline import fit, retrieve
+    from unirag.rag.rerank import rerank
     from unirag.rag.sentences import word_count
     from unirag.rag.store import connect, open_collection
 
@@ -98,8 +99,9 @@ def main() -> None:
         collection = open_collection(client, name, model)
         rows = []
         for q in tqdm(load_questions(path), desc=name, unit="question"):
+            # the rerank's candidates, then what `retrieve` with the rerank returns from them
             pool = retrieve(model, collection, q.question, settings.rerank, settings.retrieval, 0)
-            hits = retrieve(model, collection, q.question, settings.top_k, settings.retrieval, settings.rerank)
+            hits = rerank(model, q.question, pool, settings.rerank)[:settings.top_k]
             hits, _ = fit(model, q.question, hits, (), settings.max_new_tokens, ANSWER_SYSTEM)
             cands, scores, null = evidence.score(model, q.question, hits, SCORERS)
             chosen = evidence.choose(hits, cands, scores, null, settings.words, settings.scorers)
