@@ -94,7 +94,7 @@ def test_run_rag_eval_scores_what_pipeline_retrieve_returns(monkeypatch):
     calls = []
 
     def fake_retrieve(model, collection, question, top_k=5, mode="hybrid", rerank=0, rerank_fusion=True,
-                      expand="none", rerank_weight=1.0):
+                      expand="none", rerank_weight=None):
         calls.append((question, top_k, mode, rerank, expand))
         return [Hit(f"{question}-{i}", 1.0 - i / 10, "text", s) for i, s in enumerate(rankings[question][:top_k])]
 

@@ -50,7 +50,7 @@ def test_rerank_orders_the_first_depth_hits_and_keeps_the_rest(tiny):
     assert [h.score for h in alone[:3]] == pytest.approx(sorted(scores, reverse=True))
 
     tie_break = by_likelihood.index  # equal fused scores: the likelihood order decides
-    for w in (LIKELIHOOD_WEIGHT, 3.0):  # RRF of likelihood rank (weight w) and retrieval rank
+    for w in (1.0, LIKELIHOOD_WEIGHT):  # RRF of likelihood rank (weight w) and retrieval rank
         fused = rerank(tiny, question, hits, depth=3, weight=w)
         rrf = {i: 1 / (60 + i + 1) + w / (60 + by_likelihood.index(i) + 1) for i in range(3)}
         assert [h.id for h in fused[:3]] == [hits[i].id for i in sorted(range(3), key=lambda i: (-rrf[i], tie_break(i)))]

@@ -20,6 +20,7 @@ from ..cli_options import (DEFAULT_RERANK, AdapterOpt, ContextWordsOpt, DecodeCo
                            PrecisionOpt, RerankOpt, RetrievalOpt, load_model)
 
 from ..errors import UniragError
+from ..rag.rerank import LIKELIHOOD_WEIGHT
 
 eval_app = typer.Typer(
     help="Evaluate a model: MTEB embedding tasks (embed) and language-modelling tasks (lm).",
@@ -193,7 +194,7 @@ def rag(
     rerank_fusion: Annotated[bool, typer.Option(help="Fuse the rerank order with the retrieval order "
                                                 "(as `ask` does); off: the likelihood order alone.")] = True,
     rerank_weight: Annotated[float, typer.Option(min=0.0, help="In that fusion, count the likelihood order this "
-                                                 "many times the retrieval order (`ask`: 1).")] = 1.0,
+                                                 "many times the retrieval order (as `ask` does).")] = LIKELIHOOD_WEIGHT,
     expand: ExpandOpt = "none",
     query_prefix: Annotated[Optional[str], typer.Option(help="Text the dense search embeds before each question "
                                                         "(default: the adapter's own, usually none).")] = None,
@@ -265,7 +266,7 @@ def rag(
                           rerank_fusion=rerank_fusion, expand=expand, variants=chosen, rerank_weight=rerank_weight)
     label = (f"{uni.name} {collection} {retrieval}"
              + (f" rerank {rerank}" + ("" if rerank_fusion else " (likelihood only)")
-                + (f" (likelihood x{rerank_weight:g})" if rerank_fusion and rerank_weight != 1 else "") if rerank else "")
+                + (f" (likelihood x{rerank_weight:g})" if rerank_fusion and rerank_weight != LIKELIHOOD_WEIGHT else "") if rerank else "")
              + ("" if expand == "none" else f" expand {expand}")
              + ("" if embed_headings else " (no headings)"))
     runs = {label: result["metrics"]}

@@ -180,7 +180,7 @@ def run_rag_eval(model, collection, questions: Sequence[Question], top_k: int = 
                  show_progress: bool = False, answers: int = 0, answer_top_k: int = 3,
                  mode: str = "hybrid", retriever=None, rerank: int = 0, rerank_fusion: bool = True,
                  expand: str = "none", variants: Mapping[str, Any] | None = None,
-                 rerank_weight: float = 1.0) -> dict[str, Any]:
+                 rerank_weight: float | None = None) -> dict[str, Any]:
     """Retrieve for every question with `pipeline.retrieve`; per-question rankings and the aggregate.
 
     The first `answers` questions are also answered from their top `answer_top_k` chunks by each

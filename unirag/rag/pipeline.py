@@ -58,14 +58,14 @@ class Hit:
 
 
 def retrieve(model, collection, question: str, top_k: int = 5, mode: str = "hybrid", rerank: int = 0,
-             rerank_fusion: bool = True, expand: str = "none", rerank_weight: float = 1.0) -> list[Hit]:
+             rerank_fusion: bool = True, expand: str = "none", rerank_weight: float | None = None) -> list[Hit]:
     """The top_k chunks for the question, best first.
 
     mode "dense": nearest EOS embeddings. "lexical": BM25 over the same chunks (`lexical.py`).
     "hybrid" (default): the top CANDIDATES of each, fused by reciprocal rank.
     rerank=N: the first N of that ranking are reordered by the same model's query likelihood
-    (`rerank.py`), fused with their retrieval order (the likelihood's counted `rerank_weight` times)
-    unless rerank_fusion=False, before the top_k are kept; 0 leaves the ranking as it is.
+    (`rerank.py`), fused with their retrieval order (the likelihood's counted `rerank_weight` times,
+    None: `rerank.LIKELIHOOD_WEIGHT`) unless rerank_fusion=False, before the top_k are kept; 0 leaves the ranking as it is.
     expand="hyde": the model first writes a hypothetical answer passage, and the question plus it
     is what dense and lexical search look up (`expand.py`); the rerank still scores the question.
     """
@@ -100,9 +100,10 @@ def retrieve(model, collection, question: str, top_k: int = 5, mode: str = "hybr
             ranked = lexical.reciprocal_rank_fusion([[h.id for h in dense], [id_ for id_, _ in words]])
         hits = _hits(collection, ranked[:depth], {h.id: h for h in dense})
     if rerank:
-        from .rerank import rerank as rerank_hits
+        from .rerank import LIKELIHOOD_WEIGHT, rerank as rerank_hits
 
-        hits = rerank_hits(model, question, hits, rerank, fuse=rerank_fusion, weight=rerank_weight)
+        weight = LIKELIHOOD_WEIGHT if rerank_weight is None else rerank_weight
+        hits = rerank_hits(model, question, hits, rerank, fuse=rerank_fusion, weight=weight)
     return hits[:top_k]
 
 
