@@ -41,8 +41,18 @@ def test_score_and_summary_table():
                  first_text_s=0.5, total_s=1.0),
             dict(score(NO_ANSWER, ["dog"], ["Cats sit."]), first_text_s=0.2, total_s=0.2)]
     assert rows[0]["key_correct"] == 1 and rows[0]["grounded"] == 1.0 and rows[1]["abstained"] == 1
+    assert rows[0]["first_line"] == 1 and rows[1]["first_line"] == 0
     m = summarize(rows)
     assert m["key_correct"] == 0.5 and m["keys_shown"] == 0.5 and m["of_ceiling"] == 1.0 and m["abstained"] == 0.5
+    assert m["first_line"] == 0.5
     assert m["total_s_p50"] == 0.6
     table = answers_markdown({"extractive": m})
-    assert "| extractive | 2 | 50.0 | 50.0 | 100.0 |" in table
+    assert "| extractive | 2 | 50.0 | 50.0 | 50.0 | 100.0 |" in table
+
+
+def test_first_line_counts_keys_in_the_first_quote_of_a_right_answer():
+    two = "“Loops repeat code.” [1]\n“They stop at break.” [1]"
+    assert score(two, ["break"], ["Loops repeat code. They stop at break."])["first_line"] == 0
+    assert score(two, ["loops"], ["Loops repeat code. They stop at break."])["first_line"] == 1
+    # keys in the first line of a wrong (too long) answer do not count
+    assert score("break " * 61, ["break"], ["break"])["first_line"] == 0

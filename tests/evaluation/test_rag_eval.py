@@ -125,6 +125,8 @@ def test_answer_variants_parse_names_scorers_and_abstention():
     assert variants["extractive@likelihood+rank"].scorers == ("likelihood", "rank")
     assert variants["chunks"].answer == "generated" and not variants["chunks"].focused
     assert variants["both@noabstain"].abstain_below is None
+    assert variants["default"].reading_order and not rag_eval.answer_variants("extractive@scoreorder")[
+        "extractive@scoreorder"].reading_order
     with pytest.raises(UniragError, match="unknown answer variant"):
         rag_eval.answer_variants("poem")
     with pytest.raises(UniragError, match="unknown evidence scorer"):

@@ -6,7 +6,7 @@ import pytest
 
 from unirag.errors import UniragError
 from unirag.rag.ask import NO_ANSWER, AskSettings, answer_hits, focused_hits, quote
-from unirag.rag.evidence import SCORERS, select
+from unirag.rag.evidence import SCORERS, Evidence, Span, reading_order, select
 from unirag.rag.pipeline import Hit
 from unirag.rag.sentences import split_units, word_count
 
@@ -102,9 +102,23 @@ def test_answer_modes(tiny, mode):
     assert result.evidence.words <= 10 or len(result.evidence.spans) == 1
     text = result.read()
     assert result.hits and result.citations[0].startswith("[1] loops.md > Loops")
-    first = quote(result.evidence.spans[0])
+    first = quote(reading_order(result.evidence.spans)[0])
     assert (text.startswith(first)) == (mode != "generated")
     assert ("In short:" in text) == (mode == "both")
+
+
+def test_quotes_are_shown_in_reading_order_unless_asked_best_first(tiny):
+    chunks = hits()
+    def span(hit, start, end, score):
+        return Span(hit, start, end, chunks[hit].text[start:end], score)
+    best_first = [span(1, 0, 20, 0.9), span(0, 20, 40, 0.8), span(0, 0, 15, 0.7)]
+    evidence = Evidence(best_first, relevance=0.0)
+    assert reading_order(best_first) == [best_first[2], best_first[1], best_first[0]]
+    for order, expected in ((True, reading_order(best_first)), (False, best_first)):
+        result = answer_hits(tiny, "How does a loop return a value?", chunks,
+                             AskSettings(abstain_below=None, reading_order=order), evidence=evidence)
+        assert result.read() == "\n".join(quote(s) for s in expected)
+        assert result.evidence.spans == best_first  # the evidence itself stays best first
 
 
 def test_abstains_below_the_threshold_and_still_shows_the_closest_quote(tiny):

@@ -5,6 +5,8 @@ A row of such a set has ``keys``: 1-3 lowercase strings a correct answer must co
 - ``key_correct``: every key appears in the answer (case-insensitive), and the answer has at most
   MAX_WORDS words, quoted evidence included, so pasting whole passages cannot pass;
 - ``keys_shown``: every key appears somewhere in the passages shown (the ceiling retrieval leaves);
+- ``first_line``: every key appears in the answer's first line (an extractive answer's first
+  quote: what a reader meets first), counted for key-correct answers only;
 - ``degenerate``: empty, cut by the loop stop, or a preamble alone ("The answer is:");
 - ``grounded``: the share of the answer's sentences whose content words come mostly (over half)
   from the passage they cite; a sentence citing nothing is not grounded, and the abstention
@@ -69,7 +71,9 @@ def grounded_share(text: str, passages: Sequence[str]) -> float | None:
 
 
 def score(text: str, keys: Sequence[str], passages: Sequence[str], looped: bool = False) -> dict[str, Any]:
+    first = text.strip().split("\n", 1)[0]
     return {"key_correct": int(key_correct(text, keys)), "keys_shown": int(has_keys("\n".join(passages), keys)),
+            "first_line": int(key_correct(text, keys) and has_keys(first, keys)),
             "degenerate": int(degenerate(text, looped)), "grounded": grounded_share(text, passages),
             "abstained": int(text.strip().startswith(NO_ANSWER)), "words": word_count(text)}
 
@@ -85,6 +89,7 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {"n_answers": n}
     for key in ("key_correct", "keys_shown", "degenerate", "abstained"):
         out[key] = sum(r[key] for r in rows) / n if n else 0.0
+    out["first_line"] = sum(r.get("first_line", 0) for r in rows) / n if n else 0.0
     grounded = [r["grounded"] for r in rows if r["grounded"] is not None]
     out["grounded"] = statistics.fmean(grounded) if grounded else None
     shown = sum(r["keys_shown"] for r in rows)
@@ -99,16 +104,17 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 def answers_markdown(runs: Mapping[str, Mapping[str, Any]]) -> str:
     """One row per variant: key accuracy, its share of the ceiling, degenerate, grounded, time."""
-    lines = ["| Variant | Answers | key accuracy % | ceiling (keys shown) % | of ceiling % | degenerate % | "
-             "grounded % | abstained % | first text p50 / p95 s | total p50 / p95 s |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| Variant | Answers | key accuracy % | in first line % | ceiling (keys shown) % | of ceiling % | "
+             "degenerate % | grounded % | abstained % | first text p50 / p95 s | total p50 / p95 s |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
 
     def pct(value):
         return "" if value is None else f"{100 * value:.1f}"
 
     for label, m in runs.items():
         lines.append(
-            f"| {label} | {m['n_answers']} | {pct(m['key_correct'])} | {pct(m['keys_shown'])} | {pct(m['of_ceiling'])} | "
+            f"| {label} | {m['n_answers']} | {pct(m['key_correct'])} | {pct(m.get('first_line'))} | "
+            f"{pct(m['keys_shown'])} | {pct(m['of_ceiling'])} | "
             f"{pct(m['degenerate'])} | {pct(m['grounded'])} | {pct(m['abstained'])} | "
             f"{m.get('first_text_s_p50', 0):.2f} / {m.get('first_text_s_p95', 0):.2f} | "
             f"{m.get('total_s_p50', 0):.2f} / {m.get('total_s_p95', 0):.2f} |")

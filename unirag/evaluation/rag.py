@@ -137,7 +137,8 @@ def aggregate(per_question: Sequence[Mapping[str, Any]], latencies_s: Sequence[f
 
 
 SWITCHES = {"noabstain": {"abstain_below": None}, "norepeat": {"no_repeat_ngram": 4},
-            "penalty": {"repetition_penalty": 1.2}, "units": {"whole_thoughts": False}}
+            "penalty": {"repetition_penalty": 1.2}, "units": {"whole_thoughts": False},
+            "scoreorder": {"reading_order": False}}
 
 
 def answer_variants(names: str | Sequence[str]) -> dict[str, Any]:
@@ -146,8 +147,8 @@ def answer_variants(names: str | Sequence[str]) -> dict[str, Any]:
     general prompt, as before evidence selection). A suffix "@s1+s2" picks the evidence scorers
     (`rag/evidence.py`), "@noabstain" turns abstention off, "@norepeat" bans repeated 4-grams of
     generated tokens, "@penalty" applies a repetition penalty of 1.2 and "@units" quotes units as
-    cut (no "...:" unit completed, sentence tails at chunk starts kept), so each lever is measured
-    alone."""
+    cut (no "...:" unit completed, sentence tails at chunk starts kept) and "@scoreorder" shows
+    quotes best-scored first instead of in reading order, so each lever is measured alone."""
     from dataclasses import replace
 
     from ..rag.ask import AskSettings

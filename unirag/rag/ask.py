@@ -60,6 +60,7 @@ class AskSettings:
     repetition_penalty: float = 1.0
     focused: bool = True           # generate from the evidence (True) or from the whole chunks
     whole_thoughts: bool = True    # quote "...:" units with what they introduce; skip cut sentence tails
+    reading_order: bool = True     # quotes by passage, then place in it (False: best-scored first)
 
     @property
     def words(self) -> int:
@@ -184,7 +185,8 @@ def _pieces(model, question: str, hits: list[Hit], ev: evidence_mod.Evidence, ab
             yield f" The closest passage: {quote(ev.spans[0])}"
         return
     if settings.answer in ("extractive", "both"):
-        for i, span in enumerate(ev.spans):  # one quote per line, streamed one by one
+        spans = evidence_mod.reading_order(ev.spans) if settings.reading_order else ev.spans
+        for i, span in enumerate(spans):  # one quote per line, streamed one by one
             yield ("\n" if i else "") + quote(span)
     if settings.answer in ("generated", "both"):
         if settings.answer == "both":
