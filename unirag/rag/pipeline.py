@@ -65,7 +65,8 @@ def retrieve(model, collection, question: str, top_k: int = 5, mode: str = "hybr
     "hybrid" (default): the top CANDIDATES of each, fused by reciprocal rank.
     rerank=N: the first N of that ranking are reordered by the same model's query likelihood
     (`rerank.py`), fused with their retrieval order (the likelihood's counted `rerank_weight` times,
-    None: `rerank.LIKELIHOOD_WEIGHT`) unless rerank_fusion=False, before the top_k are kept; 0 leaves the ranking as it is.
+    None: `rerank.LIKELIHOOD_WEIGHT`) unless rerank_fusion=False, before the top_k are kept; 0
+    leaves the ranking as it is.
     expand="hyde": the model first writes a hypothetical answer passage, and the question plus it
     is what dense and lexical search look up (`expand.py`); the rerank still scores the question.
     """
