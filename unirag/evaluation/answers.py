@@ -71,9 +71,10 @@ def grounded_share(text: str, passages: Sequence[str]) -> float | None:
 
 
 def score(text: str, keys: Sequence[str], passages: Sequence[str], looped: bool = False) -> dict[str, Any]:
-    first = text.strip().split("\n", 1)[0]
-    return {"key_correct": int(key_correct(text, keys)), "keys_shown": int(has_keys("\n".join(passages), keys)),
-            "first_line": int(key_correct(text, keys) and has_keys(first, keys)),
+    right = key_correct(text, keys)
+    first_line = text.strip().split("\n", 1)[0]
+    return {"key_correct": int(right), "keys_shown": int(has_keys("\n".join(passages), keys)),
+            "first_line": int(right and has_keys(first_line, keys)),
             "degenerate": int(degenerate(text, looped)), "grounded": grounded_share(text, passages),
             "abstained": int(text.strip().startswith(NO_ANSWER)), "words": word_count(text)}
 
@@ -87,9 +88,8 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Means over answers, grounded share over all counted sentences' answers, time percentiles."""
     n = len(rows)
     out: dict[str, Any] = {"n_answers": n}
-    for key in ("key_correct", "keys_shown", "degenerate", "abstained"):
+    for key in ("key_correct", "keys_shown", "first_line", "degenerate", "abstained"):
         out[key] = sum(r[key] for r in rows) / n if n else 0.0
-    out["first_line"] = sum(r.get("first_line", 0) for r in rows) / n if n else 0.0
     grounded = [r["grounded"] for r in rows if r["grounded"] is not None]
     out["grounded"] = statistics.fmean(grounded) if grounded else None
     shown = sum(r["keys_shown"] for r in rows)
@@ -113,7 +113,7 @@ def answers_markdown(runs: Mapping[str, Mapping[str, Any]]) -> str:
 
     for label, m in runs.items():
         lines.append(
-            f"| {label} | {m['n_answers']} | {pct(m['key_correct'])} | {pct(m.get('first_line'))} | "
+            f"| {label} | {m['n_answers']} | {pct(m['key_correct'])} | {pct(m['first_line'])} | "
             f"{pct(m['keys_shown'])} | {pct(m['of_ceiling'])} | "
             f"{pct(m['degenerate'])} | {pct(m['grounded'])} | {pct(m['abstained'])} | "
             f"{m.get('first_text_s_p50', 0):.2f} / {m.get('first_text_s_p95', 0):.2f} | "
