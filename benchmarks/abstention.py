@@ -8,7 +8,9 @@ retrieves its top `--top-k` chunks as `ask` does, and scores relevance three tim
 chunks; on the chunks retrieved for another question of the same set (`--shift` further on); and,
 for every other set given, that set's questions asked of this collection as `ask` would (retrieval
 and rerank included), questions about another manual that these documents do not answer. It
-prints, per threshold, how many of each fall under it, over all the question sets together.
+prints, per threshold, how many of each fall under it, over all the question sets together: first
+for relevance alone, then for the ask flow's rule (relevance under `abstain_below`, or the best
+unit's answer score, `Evidence.answer_gain`, under each threshold).
 
     python benchmarks/abstention.py --db runs/db \
         --set rust=../shared/data/eval/rag/rust_book_dev_answers.jsonl \
@@ -28,17 +30,27 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_common import machine_info, markdown_table, write_json  # noqa: E402
 
 THRESHOLDS = [round(0.1 * i, 1) for i in range(0, 16)]
+GAIN_THRESHOLDS = [round(0.1 * i, 1) for i in range(0, 9)]
 
 
-def relevance(model, question: str, hits) -> float:
+def signals(model, question: str, hits) -> tuple[float, float]:
+    """(relevance, answer gain) of the evidence `ask` would select from these chunks."""
     from unirag.rag.evidence import score
 
-    candidates, scores, null = score(model, question, hits, ("likelihood",))
-    return max(scores["likelihood"]) - null if candidates else float("-inf")
+    candidates, scores, null = score(model, question, hits, ("likelihood", "answer"))
+    if not candidates:
+        return float("-inf"), float("-inf")
+    return max(scores["likelihood"]) - null, max(scores["answer"])
 
 
 def table_rows(*columns: list[float]) -> list[list]:
     return [[t] + [f"{sum(r < t for r in values)}/{len(values)}" for values in columns] for t in THRESHOLDS]
+
+
+def rule_rows(abstain_below: float, *columns: list[tuple[float, float]]) -> list[list]:
+    """Per answer-gain threshold: how many (relevance, gain) pairs the ask flow's rule refuses."""
+    return [[t] + [f"{sum(r < abstain_below or g < t for r, g in values)}/{len(values)}" for values in columns]
+            for t in GAIN_THRESHOLDS]
 
 
 def main() -> None:
@@ -66,8 +78,8 @@ def main() -> None:
         collection = open_collection(client, name, model)
         questions = [q.question for q in load_questions(path)]
         hits = [retrieve(model, collection, q, args.top_k, settings.retrieval, settings.rerank) for q in questions]
-        mine = [relevance(model, q, h) for q, h in zip(questions, hits)]
-        theirs = [relevance(model, q, hits[(i + args.shift) % len(hits)]) for i, q in enumerate(questions)]
+        mine = [signals(model, q, h) for q, h in zip(questions, hits)]
+        theirs = [signals(model, q, hits[(i + args.shift) % len(hits)]) for i, q in enumerate(questions)]
         per_set[name] = {"own": mine, "other": theirs}
         questions_of[name] = questions
         collections[name] = collection
@@ -75,18 +87,25 @@ def main() -> None:
         other += theirs
     for name, collection in collections.items():  # every other set's questions, asked of this collection
         asked = [q for other_name, qs in questions_of.items() if other_name != name for q in qs]
-        per_set[name]["foreign"] = [relevance(model, q, retrieve(model, collection, q, args.top_k, settings.retrieval,
-                                                                  settings.rerank)) for q in asked]
+        per_set[name]["foreign"] = [signals(model, q, retrieve(model, collection, q, args.top_k, settings.retrieval,
+                                                                settings.rerank)) for q in asked]
         foreign += per_set[name]["foreign"]
-    print(markdown_table(("abstain below", "own passages: abstained", "another question's: abstained",
-                          "another manual's question: abstained"), table_rows(own, other, foreign)))
+    heads = ("own passages: abstained", "another question's: abstained", "another manual's question: abstained")
+    relevance = [[r for r, _ in values] for values in (own, other, foreign)]
+    print(markdown_table(("abstain below",) + heads, table_rows(*relevance)))
+    print(f"\nrelevance under {settings.abstain_below}, or answer gain under:")
+    print(markdown_table(("answer gain below",) + heads, rule_rows(settings.abstain_below, own, other, foreign)))
     # pooled counts hide that relevance is on another scale in each collection
-    medians = [[name] + [f"{statistics.median(v[k]):.2f}" if v.get(k) else "" for k in ("own", "other", "foreign")]
+    kinds = ("own", "other", "foreign")
+    medians = [[name] + [f"{statistics.median(x[i] for x in v[k]):.2f}" if v.get(k) else "" for i in (0, 1) for k in kinds]
                for name, v in per_set.items()]
-    print(markdown_table(("collection", "median relevance: own", "another question's", "another manual's question"),
-                         medians))
+    print(markdown_table(("collection", "median relevance: own", "another question's", "another manual's question",
+                          "median answer gain: own", "another question's", "another manual's question"), medians))
     path = write_json(args.output, {"machine": machine_info(), "model": model.name, "sets": args.set,
-                                    "top_k": args.top_k, "shift": args.shift, "relevance": per_set})
+                                    "top_k": args.top_k, "shift": args.shift,
+                                    "abstain_below": settings.abstain_below,
+                                    "signals": "(relevance, answer gain) per question",
+                                    "relevance": per_set})
     print(f"wrote {path}")
 
 

@@ -124,7 +124,9 @@ def test_answer_variants_parse_names_scorers_and_abstention():
     assert list(variants) == ["default", "extractive@likelihood+rank", "chunks", "both@noabstain"]
     assert variants["extractive@likelihood+rank"].scorers == ("likelihood", "rank")
     assert variants["chunks"].answer == "generated" and not variants["chunks"].focused
-    assert variants["both@noabstain"].abstain_below is None
+    assert variants["both@noabstain"].abstain_below is None and variants["both@noabstain"].abstain_answer_below is None
+    relevance_only = rag_eval.answer_variants("extractive@noanswergain")["extractive@noanswergain"]
+    assert relevance_only.abstain_answer_below is None and relevance_only.abstain_below is not None
     assert variants["default"].reading_order and not rag_eval.answer_variants("extractive@scoreorder")[
         "extractive@scoreorder"].reading_order
     with pytest.raises(UniragError, match="unknown answer variant"):

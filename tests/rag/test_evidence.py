@@ -6,7 +6,7 @@ import pytest
 
 from unirag.errors import UniragError
 from unirag.rag.ask import NO_ANSWER, AskSettings, answer_hits, focused_hits, quote
-from unirag.rag.evidence import SCORERS, Evidence, Span, reading_order, select
+from unirag.rag.evidence import SCORERS, Evidence, Span, choose, reading_order, score, select
 from unirag.rag.pipeline import Hit
 from unirag.rag.sentences import split_units, word_count
 
@@ -98,7 +98,8 @@ def test_focused_hits_keep_numbering_and_neighbours():
 @pytest.mark.parametrize("mode", ["extractive", "generated", "both"])
 def test_answer_modes(tiny, mode):
     result = answer_hits(tiny, "How does a loop return a value?", hits(),
-                         AskSettings(answer=mode, max_new_tokens=4, evidence_words=10, abstain_below=None))
+                         AskSettings(answer=mode, max_new_tokens=4, evidence_words=10, abstain_below=None,
+                                     abstain_answer_below=None))
     assert result.evidence.words <= 10 or len(result.evidence.spans) == 1
     text = result.read()
     assert result.hits and result.citations[0].startswith("[1] loops.md > Loops")
@@ -125,6 +126,31 @@ def test_abstains_below_the_threshold_and_still_shows_the_closest_quote(tiny):
     result = answer_hits(tiny, "How does a loop return a value?", hits(), AskSettings(abstain_below=1e9, max_new_tokens=8))
     text = result.read()
     assert result.abstained and text.startswith(NO_ANSWER) and ("[1]" in text or "[2]" in text)
+
+
+@pytest.mark.parametrize("relevance, answer_gain, settings, abstains", [
+    (1.0, 1.0, AskSettings(), False),
+    (0.1, 1.0, AskSettings(), True),            # explains the question too weakly
+    (1.0, 0.1, AskSettings(), True),            # no unit reads as an answer to it
+    (1.0, None, AskSettings(), False),          # the "answer" scorer did not run: relevance alone decides
+    (1.0, 0.1, AskSettings(abstain_answer_below=None), False),
+    (0.1, 0.1, AskSettings(abstain_below=None, abstain_answer_below=None), False),
+])
+def test_abstains_on_weak_relevance_or_weak_answer_gain(relevance, answer_gain, settings, abstains):
+    assert settings.abstains(Evidence([], relevance, answer_gain)) is abstains
+
+
+@pytest.mark.parametrize("scorers, has_gain", [(("likelihood", "answer"), True), (("likelihood", "embedding"), False)])
+def test_evidence_carries_the_best_answer_score_when_it_was_scored(tiny, scorers, has_gain):
+    cands, scores, null = score(tiny, "How does a loop return a value?", hits(), scorers)
+    ev = choose(hits(), cands, scores, null, scorers=scorers)
+    assert (ev.answer_gain == max(scores["answer"])) if has_gain else ev.answer_gain is None
+
+
+def test_abstains_when_no_unit_reads_as_an_answer(tiny):
+    result = answer_hits(tiny, "How does a loop return a value?", hits(),
+                         AskSettings(abstain_below=None, abstain_answer_below=1e9, max_new_tokens=8))
+    assert result.abstained and result.read().startswith(NO_ANSWER)
 
 
 def test_no_hits_says_so(tiny):

@@ -136,7 +136,8 @@ def aggregate(per_question: Sequence[Mapping[str, Any]], latencies_s: Sequence[f
     return metrics
 
 
-SWITCHES = {"noabstain": {"abstain_below": None}, "norepeat": {"no_repeat_ngram": 4},
+SWITCHES = {"noabstain": {"abstain_below": None, "abstain_answer_below": None},
+            "noanswergain": {"abstain_answer_below": None}, "norepeat": {"no_repeat_ngram": 4},
             "penalty": {"repetition_penalty": 1.2}, "units": {"whole_thoughts": False},
             "scoreorder": {"reading_order": False}}
 
@@ -145,7 +146,8 @@ def answer_variants(names: str | Sequence[str]) -> dict[str, Any]:
     """AskSettings per variant name: "default" (what `ask` does), "extractive", "generated"
     (short, from the evidence), "both", or "chunks" (generated from the whole chunks with the
     general prompt, as before evidence selection). A suffix "@s1+s2" picks the evidence scorers
-    (`rag/evidence.py`), "@noabstain" turns abstention off, "@norepeat" bans repeated 4-grams of
+    (`rag/evidence.py`), "@noabstain" turns abstention off, "@noanswergain" abstains on relevance
+    alone (not on the best unit's answer score), "@norepeat" bans repeated 4-grams of
     generated tokens, "@penalty" applies a repetition penalty of 1.2 and "@units" quotes units as
     cut (no "...:" unit completed, sentence tails at chunk starts kept) and "@scoreorder" shows
     quotes best-scored first instead of in reading order, so each lever is measured alone."""
@@ -157,7 +159,8 @@ def answer_variants(names: str | Sequence[str]) -> dict[str, Any]:
     base = AskSettings()
     table = {"default": base, "extractive": replace(base, answer="extractive"),
              "generated": replace(base, answer="generated"), "both": replace(base, answer="both"),
-             "chunks": replace(base, answer="generated", focused=False, max_new_tokens=160, abstain_below=None)}
+             "chunks": replace(base, answer="generated", focused=False, max_new_tokens=160, abstain_below=None,
+                                abstain_answer_below=None)}
     names = [n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)
     out = {}
     for name in filter(None, names):

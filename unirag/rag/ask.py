@@ -11,8 +11,9 @@ An answer has up to two parts, chosen by `AskSettings.answer`:
   sentences with their neighbours, not whole chunks), ending where it starts repeating itself
   and with `[n]` added to uncited sentences (`pipeline.answer`).
 - "both": the quotes first, then the generated sentence after "In short:".
-When the evidence explains the question too weakly (`relevance` under `abstain_below`), the answer
-is NO_ANSWER followed by the closest quote, so the user still sees what was found.
+When the evidence explains the question too weakly (`relevance` under `abstain_below`), or when no
+unit of it reads as an answer to the question (`answer_gain` under `abstain_answer_below`), the
+answer is NO_ANSWER followed by the closest quote, so the user still sees what was found.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from .pipeline import RETRIEVAL_MODES, Hit, Turn, answer, citations, fit, retrie
 ANSWER_MODES = ("extractive", "generated", "both")
 NO_ANSWER = "The documents don't say."
 ABSTAIN_BELOW = 0.3
+ABSTAIN_ANSWER_BELOW = 0.3
 # "both" quotes less, leaving room for its generated sentence within a short answer
 EVIDENCE_WORDS = {"extractive": evidence_mod.MAX_WORDS, "generated": evidence_mod.MAX_WORDS, "both": 30}
 ANSWER_SYSTEM = ("Answer the question in one short sentence, using only the evidence. "
@@ -54,6 +56,11 @@ class AskSettings:
     # against other questions' passages (docs/RESULTS.md): relevance is not on one scale across
     # domains, so the threshold is low, to keep false abstentions rare.
     abstain_below: float | None = ABSTAIN_BELOW
+    # the best unit's answer PMI (`Evidence.answer_gain`) under which the answer is NO_ANSWER too;
+    # None: never. Its scale is the same in both dev collections, and on them it refuses three
+    # times as many questions shown another question's passages as relevance alone, refusing one
+    # more answerable question (docs/RESULTS.md, "Where to abstain")
+    abstain_answer_below: float | None = ABSTAIN_ANSWER_BELOW
     max_new_tokens: int = 64
     temperature: float = 0.0
     no_repeat_ngram: int = 0       # generated tokens only (decoding.py)
@@ -70,7 +77,17 @@ class AskSettings:
     @property
     def needs_evidence(self) -> bool:
         """Whether the answer quotes, is generated from, or may abstain on the selected evidence."""
-        return self.answer != "generated" or self.focused or self.abstain_below is not None
+        return (self.answer != "generated" or self.focused or self.abstain_below is not None
+                or self.abstain_answer_below is not None)
+
+    def abstains(self, ev: evidence_mod.Evidence) -> bool:
+        """Whether this evidence is too weak to answer from: it explains the question too weakly, or
+        none of its units reads as an answer to it (a test skipped when the "answer" scorer did
+        not run)."""
+        if self.abstain_below is not None and ev.relevance < self.abstain_below:
+            return True
+        return (self.abstain_answer_below is not None and ev.answer_gain is not None
+                and ev.answer_gain < self.abstain_answer_below)
 
     def __post_init__(self):
         if self.top_k < 1:
@@ -214,7 +231,7 @@ def answer_hits(model, question: str, hits: Sequence[Hit], settings: AskSettings
     else:
         selected_s = 0.0
     ev = evidence
-    abstained = bool(hits) and settings.abstain_below is not None and ev.relevance < settings.abstain_below
+    abstained = bool(hits) and settings.abstains(ev)
     result = Answer(question, hits, ev, abstained, evidence_s=selected_s)
     result._pieces = _pieces(model, question, hits, ev, abstained, history, settings,
                              on_loop=lambda: setattr(result, "looped", True))

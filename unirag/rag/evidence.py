@@ -23,7 +23,8 @@ will be quoted with; a unit ending in ":" is quoted with the unit it introduces,
 that opens the body of a definition is quoted with the term it defines (`term_of`). `relevance` is
 the best unit's query likelihood minus the question's likelihood after an empty passage: how
 much the evidence explains the question, comparable across questions, which is what abstention
-thresholds.
+thresholds; `answer_gain`, the best unit's "answer" score, is abstention's second test: passages
+that explain the question's topic may still hold nothing the question makes likelier as its answer.
 """
 
 from __future__ import annotations
@@ -74,6 +75,9 @@ class Evidence:
 
     spans: list[Span]
     relevance: float  # best unit's likelihood minus the question's likelihood after an empty passage
+    # the best unit's "answer" score: how much likelier it is as an answer after the question than
+    # alone (mean log-probability per token); None when that scorer did not run
+    answer_gain: float | None = None
 
     @property
     def words(self) -> int:
@@ -310,4 +314,5 @@ def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[f
         if words >= max_words:
             break
     best_likelihood = max(scores["likelihood"])
-    return Evidence(spans, best_likelihood - null)
+    answer_gain = max(scores["answer"]) if "answer" in scores else None
+    return Evidence(spans, best_likelihood - null, answer_gain)
