@@ -104,8 +104,7 @@ def main() -> None:
     path = write_json(args.output, {"machine": machine_info(), "model": model.name, "sets": args.set,
                                     "top_k": args.top_k, "shift": args.shift,
                                     "abstain_below": settings.abstain_below,
-                                    "signals": "(relevance, answer gain) per question",
-                                    "relevance": per_set})
+                                    "signals": per_set})  # (relevance, answer gain) per question
     print(f"wrote {path}")
 
 
