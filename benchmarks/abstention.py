@@ -33,24 +33,31 @@ THRESHOLDS = [round(0.1 * i, 1) for i in range(0, 16)]
 GAIN_THRESHOLDS = [round(0.1 * i, 1) for i in range(0, 9)]
 
 
-def signals(model, question: str, hits) -> tuple[float, float]:
+def signals(model, question: str, hits) -> tuple[float, float | None]:
     """(relevance, answer gain) of the evidence `ask` would select from these chunks."""
-    from unirag.rag.evidence import score
+    from unirag.rag.evidence import select
 
-    candidates, scores, null = score(model, question, hits, ("likelihood", "answer"))
-    if not candidates:
-        return float("-inf"), float("-inf")
-    return max(scores["likelihood"]) - null, max(scores["answer"])
+    evidence = select(model, question, hits, scorers=("likelihood", "answer"))
+    return evidence.relevance, evidence.answer_gain
 
 
 def table_rows(*columns: list[float]) -> list[list]:
     return [[t] + [f"{sum(r < t for r in values)}/{len(values)}" for values in columns] for t in THRESHOLDS]
 
 
-def rule_rows(abstain_below: float, *columns: list[tuple[float, float]]) -> list[list]:
-    """Per answer-gain threshold: how many (relevance, gain) pairs the ask flow's rule refuses."""
-    return [[t] + [f"{sum(r < abstain_below or g < t for r, g in values)}/{len(values)}" for values in columns]
-            for t in GAIN_THRESHOLDS]
+def rule_rows(settings, *columns: list[tuple[float, float | None]]) -> list[list]:
+    """Per answer-gain threshold: how many (relevance, gain) pairs the ask flow's rule
+    (`AskSettings.abstains`, with `settings.abstain_below`) refuses."""
+    from dataclasses import replace
+
+    from unirag.rag.evidence import Evidence
+
+    rows = []
+    for t in GAIN_THRESHOLDS:
+        rule = replace(settings, abstain_answer_below=t)
+        rows.append([t] + [f"{sum(rule.abstains(Evidence([], r, g)) for r, g in values)}/{len(values)}"
+                           for values in columns])
+    return rows
 
 
 def main() -> None:
@@ -94,10 +101,11 @@ def main() -> None:
     relevance = [[r for r, _ in values] for values in (own, other, foreign)]
     print(markdown_table(("abstain below",) + heads, table_rows(*relevance)))
     print(f"\nrelevance under {settings.abstain_below}, or answer gain under:")
-    print(markdown_table(("answer gain below",) + heads, rule_rows(settings.abstain_below, own, other, foreign)))
+    print(markdown_table(("answer gain below",) + heads, rule_rows(settings, own, other, foreign)))
     # pooled counts hide that relevance is on another scale in each collection
     kinds = ("own", "other", "foreign")
-    medians = [[name] + [f"{statistics.median(x[i] for x in v[k]):.2f}" if v.get(k) else "" for i in (0, 1) for k in kinds]
+    medians = [[name] + [f"{statistics.median(x[i] for x in v[k] if x[i] is not None):.2f}" if v.get(k) else ""
+                         for i in (0, 1) for k in kinds]
                for name, v in per_set.items()]
     print(markdown_table(("collection", "median relevance: own", "another question's", "another manual's question",
                           "median answer gain: own", "another question's", "another manual's question"), medians))

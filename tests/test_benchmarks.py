@@ -230,11 +230,13 @@ def test_abstention_table_counts_relevance_under_each_threshold():
 
 def test_abstention_rule_refuses_weak_relevance_or_weak_answer_gain():
     abstention = load("abstention")
-    rows = abstention.rule_rows(0.3, [(1.0, 0.05), (0.1, 1.0), (1.0, 1.0)])
+    from unirag.rag.ask import AskSettings
+
+    rows = abstention.rule_rows(AskSettings(abstain_below=0.3), [(1.0, 0.05), (0.1, 1.0), (1.0, 1.0), (1.0, None)])
     by_threshold = {row[0]: row[1] for row in rows}
-    assert by_threshold[0.0] == "1/3"   # relevance alone
-    assert by_threshold[0.1] == "2/3"   # and the unit that reads least as an answer
-    assert by_threshold[0.8] == "2/3"
+    assert by_threshold[0.0] == "1/4"   # relevance alone
+    assert by_threshold[0.1] == "2/4"   # and the unit that reads least as an answer
+    assert by_threshold[0.8] == "2/4"   # no answer score: relevance alone decides
 
 
 def test_decode_greedy_agreement_counts_the_shared_prefix(decode):

@@ -57,9 +57,9 @@ class AskSettings:
     # domains, so the threshold is low, to keep false abstentions rare.
     abstain_below: float | None = ABSTAIN_BELOW
     # the best unit's answer PMI (`Evidence.answer_gain`) under which the answer is NO_ANSWER too;
-    # None: never. Unlike relevance its scale is the same in both dev collections; shown another
-    # question's passages, the two tests refuse 27 of 80 questions where relevance alone refuses
-    # 10, at one more answerable question refused (docs/RESULTS.md, "Where to abstain")
+    # None: never. Passages on the question's topic may hold nothing it makes likelier as its
+    # answer, which relevance cannot see; and unlike relevance this score has one scale in both dev
+    # collections, so one threshold serves both (docs/RESULTS.md, "Where to abstain")
     abstain_answer_below: float | None = ABSTAIN_ANSWER_BELOW
     max_new_tokens: int = 64
     temperature: float = 0.0
