@@ -21,6 +21,9 @@ should be known. Rows, all on the same texts in one process:
   (dynamic shapes), its one-time compile reported apart. These two rows are timed in
   alternating rounds with unirag's own embed, and print that ratio: this machine's speed drifts
   within a run.
+- with `--budgets 512,16384`: unirag's embed with each other batch budget (`max_batch_tokens`,
+  rows x longest text; the default is `unirag.unimodel.EMBED_BATCH_TOKENS`), each timed in
+  alternating rounds with the default.
 
 Texts are ~`--chunk-tokens`-token pieces of real prose (the .md files under `--docs`, cut by
 unirag's chunker). Tokens/s counts each model's own non-padding tokens (MiniLM's tokenizer
@@ -33,7 +36,8 @@ untimed warm-up then the median of `--repeats`.
 
     python benchmarks/embedding.py [--docs ../shared/data/docs/rust-book/src] [--n-texts 256]
         [--chunk-tokens 200] [--batch-size 32] [--repeats 3] [--threads N]
-        [--dynamic-int8] [--per-token-int8] [--compiled] [--output runs/bench/embedding.json]
+        [--dynamic-int8] [--per-token-int8] [--compiled] [--budgets 512,16384]
+        [--output runs/bench/embedding.json]
     python benchmarks/embedding.py --quick   # a smoke run: few short texts, one repeat
 """
 
@@ -98,10 +102,11 @@ def padded_size(lengths: list[int], batch_size: int, sort: bool) -> int:
     return sum(max(order[i:i + batch_size]) * len(order[i:i + batch_size]) for i in range(0, len(order), batch_size))
 
 
-def unirag_tokens(uni, texts, batch_size: int, max_batch_tokens: int = 16384) -> tuple[int, int]:
+def unirag_tokens(uni, texts, batch_size: int, max_batch_tokens: int | None = None) -> tuple[int, int]:
     """(real, padded) tokens of `uni.embed(texts, pooling="eos")`: the same batching it uses."""
-    from unirag.unimodel import token_budget_batches
+    from unirag.unimodel import EMBED_BATCH_TOKENS, token_budget_batches
 
+    max_batch_tokens = max_batch_tokens or EMBED_BATCH_TOKENS
     _, encoded = uni._prepare(texts, "eos", None)
     lengths = sorted((len(e.ids) for e in encoded), reverse=True)
     batches = token_budget_batches(lengths, batch_size, max_batch_tokens)
@@ -170,6 +175,17 @@ def swapped_model_row(args, texts, uni, tokens: int, padded: int, engine: str, p
             "vs_unirag_interleaved": base_s / times[0]}
 
 
+def budget_row(args, texts, uni, budget: int) -> dict:
+    """unirag's embed with another batch budget, timed in alternating rounds with the default."""
+    tokens, padded = unirag_tokens(uni, texts, args.batch_size, budget)
+    (base_s, _), times = timed_interleaved(
+        [lambda: uni.embed(texts, pooling="eos", batch_size=args.batch_size),
+         lambda: uni.embed(texts, pooling="eos", batch_size=args.batch_size, max_batch_tokens=budget)],
+        args.repeats)
+    row = make_row(f"unirag embed, batch budget {budget} tokens", "as the default", len(texts), tokens, padded, times)
+    return {**row, "vs_unirag_interleaved": base_s / times[0]}
+
+
 def per_token_int8(uni) -> float:
     """Every decoder Linear replaced by a per-token int8 one; returns 0 (no setup time to report)."""
     import torch
@@ -225,6 +241,7 @@ def main() -> None:
     parser.add_argument("--dynamic-int8", action="store_true", help="add the dynamic int8 Linear row")
     parser.add_argument("--per-token-int8", action="store_true", help="add the per-token int8 (torch._int_mm) row")
     parser.add_argument("--compiled", action="store_true", help="add the torch.compile row")
+    parser.add_argument("--budgets", default="", help="comma-separated other max_batch_tokens to time against the default")
     parser.add_argument("--quick", action="store_true", help="smoke run: 4 texts of ~64 tokens, 1 repeat")
     parser.add_argument("--output", default="runs/bench/embedding.json")
     args = parser.parse_args()
@@ -276,6 +293,11 @@ def main() -> None:
     if args.compiled:
         rows.append(swapped_model_row(args, texts, uni, uni_real, uni_padded, "unirag embed, torch.compile",
                                       uni_precision, compiled))
+    for budget in filter(None, args.budgets.split(",")):
+        rows.append(budget_row(args, texts, uni, int(budget)))
+        print(f"{rows[-1]['engine']}: {rows[-1]['median_s']:.2f} s, padded tokens {rows[-1]['padded_tokens']} "
+              f"against {uni_padded}: {rows[-1]['vs_unirag_interleaved']:.2f}x unirag's default, timed in "
+              "alternation", flush=True)
     for row in rows[1:]:
         if "setup_s" in row:
             print(f"{row['engine']}: {row['median_s']:.2f} s (setup {row['setup_s']:.1f} s), "

@@ -35,6 +35,12 @@ from .quantized_decode import supported as decode_copy_supported
 from .split_head import head_logits
 
 STATIC_CACHE_BUCKET = 256  # static_cache sizes are multiples of this (fewer shapes to compile)
+# An embedding batch's padded size (rows x longest text). Small batches embed more tokens per
+# second on a CPU: every operation between the matmuls (norms, SiLU, casts, attention) streams
+# its whole activation tensor through memory, and a batch of 32 full chunks (8k tokens, a 26 MB
+# MLP activation in bf16) falls out of cache where one of 2k tokens stays in. The matmuls lose
+# nothing at 2k rows. `python benchmarks/embedding.py --budgets` measures it.
+EMBED_BATCH_TOKENS = 2048
 log = logging.getLogger("unirag")
 
 Messages = list[dict[str, str]]
@@ -183,7 +189,7 @@ class UniModel:
 
     def embed(self, texts: str | Sequence[str], pooling: str | None = None, batch_size: int | None = 32,
               instruction: str | None = None, normalize: bool = True, show_progress: bool = False,
-              max_batch_tokens: int = 16384) -> np.ndarray:
+              max_batch_tokens: int = EMBED_BATCH_TOKENS) -> np.ndarray:
         """Embed texts into a float32 array (n, hidden_size); rows are L2-normalised by default.
 
         Texts run longest first; a batch ends at `batch_size` rows (None: no row limit) or
