@@ -22,7 +22,7 @@ should be known. Rows, all on the same texts in one process:
   alternating rounds with unirag's own embed, and print that ratio: this machine's speed drifts
   within a run.
 - with `--budgets 512,16384`: unirag's embed with each other batch budget (`max_batch_tokens`,
-  rows x longest text; the default is `unirag.unimodel.EMBED_BATCH_TOKENS`), each timed in
+  rows x longest text; the default is `UniModel.embed_batch_tokens`), each timed in
   alternating rounds with the default.
 
 Texts are ~`--chunk-tokens`-token pieces of real prose (the .md files under `--docs`, cut by
@@ -104,9 +104,9 @@ def padded_size(lengths: list[int], batch_size: int, sort: bool) -> int:
 
 def unirag_tokens(uni, texts, batch_size: int, max_batch_tokens: int | None = None) -> tuple[int, int]:
     """(real, padded) tokens of `uni.embed(texts, pooling="eos")`: the same batching it uses."""
-    from unirag.unimodel import EMBED_BATCH_TOKENS, token_budget_batches
+    from unirag.unimodel import token_budget_batches
 
-    max_batch_tokens = max_batch_tokens or EMBED_BATCH_TOKENS
+    max_batch_tokens = max_batch_tokens or uni.embed_batch_tokens
     _, encoded = uni._prepare(texts, "eos", None)
     lengths = sorted((len(e.ids) for e in encoded), reverse=True)
     batches = token_budget_batches(lengths, batch_size, max_batch_tokens)

@@ -143,3 +143,20 @@ def test_embed_with_token_budget_equals_fixed_batches(tiny):
     assert all(rows * length <= 64 or rows == 1 for rows, length in calls) and len(calls) > 1
     assert sum(rows for rows, _ in calls) == len(texts)
     np.testing.assert_allclose(budgeted, tiny.embed(texts, batch_size=1), atol=1e-5)
+
+
+def test_embed_batches_stay_within_the_devices_budget(tiny, monkeypatch):
+    from unirag import unimodel
+
+    monkeypatch.setitem(unimodel.EMBED_BATCH_TOKENS, "cpu", 40)
+    assert tiny.embed_batch_tokens == 40
+    calls: list[tuple[int, int]] = []
+    original = tiny._embed_batch
+
+    def spy(items, cache=None):
+        calls.append((len(items), max(len(e.ids) for e in items)))
+        return original(items, cache)
+
+    tiny._embed_batch = spy
+    tiny.embed(["word " * 9] * 8)  # ~10 tokens each: four to a batch of 40
+    assert len(calls) > 1 and all(rows * length <= 40 for rows, length in calls)

@@ -35,12 +35,14 @@ from .quantized_decode import supported as decode_copy_supported
 from .split_head import head_logits
 
 STATIC_CACHE_BUCKET = 256  # static_cache sizes are multiples of this (fewer shapes to compile)
-# An embedding batch's padded size (rows x longest text). Small batches embed more tokens per
-# second on a CPU: every operation between the matmuls (norms, SiLU, casts, attention) streams
-# its whole activation tensor through memory, and a batch of 32 full chunks (8k tokens, a 26 MB
-# MLP activation in bf16) falls out of cache where one of 2k tokens stays in. The matmuls lose
-# nothing at 2k rows. `python benchmarks/embedding.py --budgets` measures it.
-EMBED_BATCH_TOKENS = 2048
+# An embedding batch's padded size (rows x longest text), per device type. On a CPU small batches
+# embed more tokens per second: every operation between the matmuls (norms, SiLU, casts,
+# attention) streams its whole activation tensor through memory, and a batch of 32 full chunks
+# (8k tokens: a 26 MB MLP activation in bf16) falls out of cache where one of 2k tokens stays in,
+# while the matmuls lose nothing at 2k rows (`python benchmarks/embedding.py --budgets 16384`).
+# An accelerator wants big batches; other devices keep the larger budget.
+EMBED_BATCH_TOKENS = {"cpu": 2048}
+DEFAULT_EMBED_BATCH_TOKENS = 16384
 log = logging.getLogger("unirag")
 
 Messages = list[dict[str, str]]
@@ -189,12 +191,13 @@ class UniModel:
 
     def embed(self, texts: str | Sequence[str], pooling: str | None = None, batch_size: int | None = 32,
               instruction: str | None = None, normalize: bool = True, show_progress: bool = False,
-              max_batch_tokens: int = EMBED_BATCH_TOKENS) -> np.ndarray:
+              max_batch_tokens: int | None = None) -> np.ndarray:
         """Embed texts into a float32 array (n, hidden_size); rows are L2-normalised by default.
 
         Texts run longest first; a batch ends at `batch_size` rows (None: no row limit) or
-        before its padded size (rows x longest) would pass `max_batch_tokens`, so short texts
-        share big batches and long ones small batches, at a bounded memory cost.
+        before its padded size (rows x longest) would pass `max_batch_tokens` (None: the
+        device's `EMBED_BATCH_TOKENS`), so short texts share big batches and long ones small
+        batches, at a bounded memory cost.
         """
         if isinstance(texts, str):
             texts = [texts]
@@ -204,6 +207,7 @@ class UniModel:
             return np.zeros((0, hidden), dtype=np.float32)
         order = sorted(range(len(texts)), key=lambda i: -len(encoded[i].ids))  # less padding
         out = np.empty((len(texts), hidden), dtype=np.float32)
+        max_batch_tokens = max_batch_tokens or self.embed_batch_tokens
         batches = token_budget_batches([len(encoded[i].ids) for i in order], batch_size, max_batch_tokens)
         batches = [[order[j] for j in batch] for batch in batches]
         if show_progress:
@@ -216,6 +220,11 @@ class UniModel:
         if normalize:
             out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
         return out
+
+    @property
+    def embed_batch_tokens(self) -> int:
+        """The default padded size of an embedding batch on this model's device."""
+        return EMBED_BATCH_TOKENS.get(self.device.type, DEFAULT_EMBED_BATCH_TOKENS)
 
     def embed_with_cache(self, text: str, pooling: str | None = None, instruction: str | None = None,
                          normalize: bool = True) -> tuple[np.ndarray, PrefixCache]:
