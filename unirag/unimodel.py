@@ -39,7 +39,7 @@ STATIC_CACHE_BUCKET = 256  # static_cache sizes are multiples of this (fewer sha
 # embed more tokens per second: every operation between the matmuls (norms, SiLU, casts,
 # attention) streams its whole activation tensor through memory, and a batch of 32 full chunks
 # (8k tokens: a 26 MB MLP activation in bf16) falls out of cache where one of 2k tokens stays in,
-# while the matmuls lose nothing at 2k rows (`python benchmarks/embedding.py --budgets 16384`).
+# while the matmuls lose nothing at 2k rows (`python benchmarks/ingest.py --budgets 16384`).
 # An accelerator wants big batches; other devices keep the larger budget.
 EMBED_BATCH_TOKENS = {"cpu": 2048}
 DEFAULT_EMBED_BATCH_TOKENS = 16384
@@ -63,6 +63,8 @@ class UniModel:
         self.max_length = max_length
         self.device = next(model.parameters()).device
         self.autocast_dtype = resolve_precision(precision, self.device)
+        # embed()'s default padded size of a batch (settable, e.g. to measure another)
+        self.embed_batch_tokens = EMBED_BATCH_TOKENS.get(self.device.type, DEFAULT_EMBED_BATCH_TOKENS)
         self.default_pooling = self.info.get("pooling", "eos")
         # text retrieval embeds before a question: the cue a `pairs` adapter was trained with
         self.query_prefix: str = self.info.get("query_prefix", "")
@@ -220,11 +222,6 @@ class UniModel:
         if normalize:
             out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
         return out
-
-    @property
-    def embed_batch_tokens(self) -> int:
-        """The default padded size of an embedding batch on this model's device."""
-        return EMBED_BATCH_TOKENS.get(self.device.type, DEFAULT_EMBED_BATCH_TOKENS)
 
     def embed_with_cache(self, text: str, pooling: str | None = None, instruction: str | None = None,
                          normalize: bool = True) -> tuple[np.ndarray, PrefixCache]:
