@@ -241,7 +241,8 @@ def main() -> None:
     parser.add_argument("--dynamic-int8", action="store_true", help="add the dynamic int8 Linear row")
     parser.add_argument("--per-token-int8", action="store_true", help="add the per-token int8 (torch._int_mm) row")
     parser.add_argument("--compiled", action="store_true", help="add the torch.compile row")
-    parser.add_argument("--budgets", default="", help="comma-separated other max_batch_tokens to time against the default")
+    parser.add_argument("--budgets", default="",
+                        help="comma-separated other max_batch_tokens to time against the default")
     parser.add_argument("--quick", action="store_true", help="smoke run: 4 texts of ~64 tokens, 1 repeat")
     parser.add_argument("--output", default="runs/bench/embedding.json")
     args = parser.parse_args()

@@ -74,7 +74,8 @@ def run_unirag(uni, docs: Path, db: Path, precision: str, chunk_size: int, overl
     if summary.skipped:
         raise SystemExit(f"unirag skipped {len(summary.skipped)} files, so the pipelines would not compare: "
                          f"{summary.skipped[:3]}")
-    return {"pipeline": f"unirag ingest, batches of {budget} tokens", "encoder": f"{uni.name} (EOS, precision {precision})",
+    return {"pipeline": f"unirag ingest, batches of {budget} tokens",
+            "encoder": f"{uni.name} (EOS, precision {precision})",
             "ingest_s": seconds, "chunks": collection.count(), "files": len(summary.added),
             "tokens_embedded": summary.tokens, "embed_batch_tokens": budget}
 

@@ -35,12 +35,11 @@ from .quantized_decode import supported as decode_copy_supported
 from .split_head import head_logits
 
 STATIC_CACHE_BUCKET = 256  # static_cache sizes are multiples of this (fewer shapes to compile)
-# An embedding batch's padded size (rows x longest text), per device type. On a CPU small batches
-# embed more tokens per second: every operation between the matmuls (norms, SiLU, casts,
-# attention) streams its whole activation tensor through memory, and a batch of 32 full chunks
-# (8k tokens: a 26 MB MLP activation in bf16) falls out of cache where one of 2k tokens stays in,
-# while the matmuls lose nothing at 2k rows (`python benchmarks/ingest.py --budgets 16384`).
-# An accelerator wants big batches; other devices keep the larger budget.
+# An embedding batch's padded size (rows x longest text), per device type. On a CPU, ingest's
+# chunks (of mixed length: a section's last chunk is short) embed faster in batches of about 2k
+# padded tokens than in batches of 32 full chunks: less padding, and the activations between the
+# matmuls stay in cache (`python benchmarks/ingest.py --budgets 16384` times both; on texts of one
+# length the gain vanishes). An accelerator wants big batches, so other devices keep the larger one.
 EMBED_BATCH_TOKENS = {"cpu": 2048}
 DEFAULT_EMBED_BATCH_TOKENS = 16384
 log = logging.getLogger("unirag")
@@ -197,9 +196,9 @@ class UniModel:
         """Embed texts into a float32 array (n, hidden_size); rows are L2-normalised by default.
 
         Texts run longest first; a batch ends at `batch_size` rows (None: no row limit) or
-        before its padded size (rows x longest) would pass `max_batch_tokens` (None: the
-        device's `EMBED_BATCH_TOKENS`), so short texts share big batches and long ones small
-        batches, at a bounded memory cost.
+        before its padded size (rows x longest) would pass `max_batch_tokens` (None:
+        `self.embed_batch_tokens`, by device type), so short texts share big batches and long
+        ones small batches, at a bounded memory cost.
         """
         if isinstance(texts, str):
             texts = [texts]
