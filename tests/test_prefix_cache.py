@@ -129,16 +129,22 @@ def test_token_budget_batches():
     assert token_budget_batches([], 4, 10) == []
 
 
-def test_embed_with_token_budget_equals_fixed_batches(tiny):
-    texts = ["word " * n for n in (1, 3, 40, 7, 2, 25, 60, 5)]
+def spy_on_batches(model, monkeypatch) -> list[tuple[int, int]]:
+    """(rows, longest length) of every batch `model.embed` runs from now on."""
     calls: list[tuple[int, int]] = []
-    original = tiny._embed_batch
+    original = model._embed_batch
 
     def spy(items, cache=None):
         calls.append((len(items), max(len(e.ids) for e in items)))
         return original(items, cache)
 
-    tiny._embed_batch = spy
+    monkeypatch.setattr(model, "_embed_batch", spy)
+    return calls
+
+
+def test_embed_with_token_budget_equals_fixed_batches(tiny, monkeypatch):
+    texts = ["word " * n for n in (1, 3, 40, 7, 2, 25, 60, 5)]
+    calls = spy_on_batches(tiny, monkeypatch)
     budgeted = tiny.embed(texts, batch_size=None, max_batch_tokens=64)
     assert all(rows * length <= 64 or rows == 1 for rows, length in calls) and len(calls) > 1
     assert sum(rows for rows, _ in calls) == len(texts)
@@ -150,13 +156,6 @@ def test_embed_batches_stay_within_the_devices_budget(tiny, monkeypatch):
 
     assert tiny.embed_batch_tokens == unimodel.EMBED_BATCH_TOKENS["cpu"]
     monkeypatch.setattr(tiny, "embed_batch_tokens", 40)
-    calls: list[tuple[int, int]] = []
-    original = tiny._embed_batch
-
-    def spy(items, cache=None):
-        calls.append((len(items), max(len(e.ids) for e in items)))
-        return original(items, cache)
-
-    tiny._embed_batch = spy
+    calls = spy_on_batches(tiny, monkeypatch)
     tiny.embed(["word " * 9] * 8)  # ~10 tokens each: four to a batch of 40
     assert len(calls) > 1 and all(rows * length <= 40 for rows, length in calls)
