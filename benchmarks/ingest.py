@@ -90,7 +90,7 @@ def run_unirag_budgets(docs: Path, tmp: Path, args) -> tuple[list[dict], object]
     start = time.perf_counter()
     uni = UniModel.load(args.model, args.adapter, precision=args.precision)
     load_s = time.perf_counter() - start
-    budgets = [uni.embed_batch_tokens] + [int(b) for b in filter(None, args.budgets.split(","))]
+    budgets = list(dict.fromkeys([uni.embed_batch_tokens] + [int(b) for b in filter(None, args.budgets.split(","))]))
     runs: dict[int, list[dict]] = {b: [] for b in budgets}
     for round_ in range(args.rounds if len(budgets) > 1 else 1):
         for budget in budgets:
