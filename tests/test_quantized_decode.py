@@ -398,6 +398,42 @@ def test_leading_logits_stay_exact_under_autocast():
     assert logits.dtype == torch.float32 and torch.equal(logits.argmax(-1), head(hidden).argmax(-1))
 
 
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_greedy_token_is_the_heads_own_argmax(fmt):
+    """The shortlisting head (int4 for an int4 copy, the int8 head for an int8 one) only
+    proposes: the token taken is the unquantized head's argmax, for every hidden vector tried,
+    inside autocast too; an int4 copy makes no int8 head for greedy tokens."""
+    torch.manual_seed(0)
+    head = torch.nn.Linear(64, 512, bias=False)
+    copy = DecodeCopy(torch.nn.Sequential(torch.nn.Linear(64, 64, bias=False)), head, fmt)
+    for _ in range(50):
+        hidden = torch.randn(64)
+        assert copy.greedy_token(hidden) == int(head(hidden).argmax())
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert copy.greedy_token(hidden) == int(head(hidden).argmax())
+    assert isinstance(copy.greedy_head, Int4Rows if fmt == "int4" else Int8Rows)
+    assert (copy._head is None) == (fmt == "int4")
+
+
+def test_only_plain_greedy_decoding_takes_the_shortlist(tiny_model_dir, monkeypatch):
+    """Greedy tokens without repetition control come from `greedy_token`; sampled tokens and
+    repetition-controlled ones need every logit (`head_logits`). The prompt's step uses neither."""
+    from unirag.decoding import RepetitionControl
+
+    quant = UniModel.load(str(tiny_model_dir), precision="bf16")
+    quant._stop_ids = lambda: set()  # every step makes a token
+    used = []
+    for name in ("greedy_token", "head_logits"):
+        real = getattr(DecodeCopy, name)
+        monkeypatch.setattr(DecodeCopy, name, lambda self, h, real=real, name=name: used.append(name) or real(self, h))
+    ids = quant.prompt_ids("The cat sat on the mat because")
+    for options, expected in (({}, "greedy_token"), ({"temperature": 0.8, "seed": 0}, "head_logits"),
+                              ({"repetition": RepetitionControl(no_repeat_ngram=2)}, "head_logits")):
+        used.clear()
+        assert len(list(quant.generate_ids(ids, max_new_tokens=5, **options))) == 5
+        assert used == [expected] * 4, options
+
+
 def test_the_lean_step_holds_only_stacked_copies(tiny_model_dir):
     """A Llama decoder served by the lean step gets copies of its q/k/v and gate/up stacked, and
     no copy of each of those layers alone (copies are made when first asked)."""

@@ -41,10 +41,16 @@ INT4_GROUP = 32  # weights per scale and offset along a row (Q4_1's block)
 INT4_ROWS_MULTIPLE = 16  # the int4 packing needs whole blocks of 16 output rows
 QUANTIZE_BLOCK_ROWS = 1024  # rows quantized at a time: a multiple of the int4 packing's row blocks
 REFINE_TOP = 16  # leading logits recomputed exactly per token (DecodeCopy.head_logits)
-# The LM head's copy is int8 in either format: every logit of the distribution a sampled token is
-# drawn from comes from it (only the leading ones are recomputed), and an int4 head cost far more
-# wikitext-2 perplexity than int4 decoder layers did (docs/PERFORMANCE.md).
+# The LM head's copy that full logits come from is int8 in either format: every logit of the
+# distribution a sampled token is drawn from comes from it (only the leading ones are recomputed),
+# and an int4 head cost far more wikitext-2 perplexity than int4 decoder layers did
+# (docs/PERFORMANCE.md).
 HEAD_FORMAT = "int8"
+# Greedy decoding needs only the best token: an int4 copy of the head (half the int8 head's
+# bytes, read once per token) shortlists GREEDY_CANDIDATES tokens, and the head's own rows pick
+# among them (DecodeCopy.greedy_token).
+GREEDY_HEAD_FORMAT = "int4"
+GREEDY_CANDIDATES = 64
 
 
 def supported(device: torch.device, fmt: str = "int8") -> bool:
@@ -207,6 +213,7 @@ class DecodeCopy:
             _wrap(linear, copies)
         self.exact_head = lm_head.weight  # the head's own weights (no copy): see head_logits
         self._head: Int8Rows | Int4Rows | None = None
+        self._greedy_head: Int8Rows | Int4Rows | None = None
 
     def covers(self, linear: torch.nn.Module) -> bool:
         """Whether `linear` is one of the decoder's layers this copy serves."""
@@ -232,9 +239,20 @@ class DecodeCopy:
         return self._head
 
     @property
+    def greedy_head(self) -> Int8Rows | Int4Rows:
+        """The head copy greedy decoding shortlists with: in GREEDY_HEAD_FORMAT for an int4 copy
+        (made on first use, like `head`), the int8 `head` itself for an int8 copy."""
+        if self.format != GREEDY_HEAD_FORMAT:
+            return self.head
+        if self._greedy_head is None:
+            self._greedy_head = quantized_rows(self.exact_head, GREEDY_HEAD_FORMAT)
+        return self._greedy_head
+
+    @property
     def nbytes(self) -> int:
-        """Bytes of the copies made so far (the head's included) and their scales."""
-        return sum(rows.nbytes for rows in self._copies.values()) + self.head.nbytes
+        """Bytes of the copies made so far (the heads' included) and their scales."""
+        heads = [head for head in (self._head, self._greedy_head) if head is not None]
+        return sum(rows.nbytes for rows in [*self._copies.values(), *heads])
 
     @contextlib.contextmanager
     def steps(self, any_rows: bool = False):
@@ -260,6 +278,23 @@ class DecodeCopy:
         with torch.autocast(hidden.device.type, enabled=False):  # exact: fp32 even inside autocast
             exact = (rows @ hidden.float().unsqueeze(-1)).squeeze(-1)
         return logits.scatter(-1, top, exact)
+
+    def greedy_token(self, hidden: torch.Tensor) -> int:
+        """The greedy next token for one hidden vector (hidden,): the GREEDY_CANDIDATES tokens
+        with the highest logits on `greedy_head`, then the one whose logit from the head's own
+        weights is highest.
+
+        Why: greedy decoding reads the whole head once per token for one argmax. The shortlist
+        costs half the int8 head's bytes, and since the winner is chosen on exact logits, the
+        token is the unquantized head's argmax whenever that is on the shortlist (a logit
+        soft-cap, being monotonic, changes no argmax). Sampling and perplexity need every logit
+        and keep `head_logits`."""
+        proposals = self.greedy_head.matmul(hidden.view(1, -1)).float().view(-1)
+        top = proposals.topk(min(GREEDY_CANDIDATES, proposals.shape[0])).indices
+        rows = self.exact_head[top].float()  # (GREEDY_CANDIDATES, hidden)
+        with torch.autocast(hidden.device.type, enabled=False):  # exact: fp32 even inside autocast
+            exact = rows @ hidden.float().view(-1)
+        return int(top[exact.argmax()])
 
 
 def _wrap(linear: torch.nn.Linear, copies: dict[str, DecodeCopy]) -> None:

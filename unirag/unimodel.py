@@ -411,8 +411,11 @@ class UniModel:
             # autocast would re-cast every weight matrix on each token, a slower step
             # (docs/PERFORMANCE.md section 2).
             # The LM head runs on the last position only, in its own (fp32) precision.
-            # With a decode copy, generated tokens' steps (not the prompt's) run on it.
+            # With a decode copy, generated tokens' steps (not the prompt's) run on it, and a
+            # greedy token with no repetition control comes from its shortlisting head
+            # (DecodeCopy.greedy_token: the same argmax, half the head's bytes read).
             quantized = self.decode_copy is not None and step > 0
+            shortlist = quantized and temperature <= 0 and not (repetition is not None and repetition.active)
             with self._lock, torch.inference_mode():
                 if step == 1:
                     cache = self._cache_for_steps(cache, max_new_tokens)
@@ -420,11 +423,15 @@ class UniModel:
                     hidden = self._lean.hidden(generated[-1], cache)
                 else:
                     hidden = self._forward_step(step, step_input, cache, quantized)
-                logits = self._next_token_logits(hidden, quantized)
-            logits = logits.float().cpu()
-            if repetition is not None:
-                logits = apply_repetition(logits, generated, repetition)
-            next_id = sample(logits, temperature, top_p, generator)
+                if shortlist:
+                    next_id = self.decode_copy.greedy_token(hidden[0, -1])
+                else:
+                    logits = self._next_token_logits(hidden, quantized)
+            if not shortlist:
+                logits = logits.float().cpu()
+                if repetition is not None:
+                    logits = apply_repetition(logits, generated, repetition)
+                next_id = sample(logits, temperature, top_p, generator)
             if next_id in stops:
                 return
             generated.append(next_id)
