@@ -248,16 +248,43 @@ def run_llama_cpp(llm, prompt_ids: list[int], n: int) -> tuple[float, list[float
 def measure(run, repeats: int) -> dict:
     """Warm-up once (timed apart: it includes any compilation), then `repeats` runs; medians of
     decode tokens/s and time to first token."""
-    start = time.perf_counter()
-    run()
-    warmup_s = time.perf_counter() - start
-    rates, ttfts, tokens = [], [], None
+    return measure_alternating({"run": run}, repeats)["run"]
+
+
+def measure_alternating(runs: dict, repeats: int) -> dict:
+    """`measure` for several runs at once: each warmed up once, then `repeats` rounds of one run
+    of each in turn, so that a machine's drift during the measurement falls on all of them alike."""
+    warmup_s = {}
+    for name, run in runs.items():
+        start = time.perf_counter()
+        run()
+        warmup_s[name] = time.perf_counter() - start
+    rates = {name: [] for name in runs}
+    ttfts = {name: [] for name in runs}
+    tokens = {}
     for _ in range(repeats):
-        start, times, tokens = run()
-        rates.append(decode_rate(times))
-        ttfts.append(times[0] - start)
-    return {"decode_tokens_per_s": statistics.median(rates), "ttft_s": statistics.median(ttfts), "warmup_s": warmup_s,
-            "decode_tokens_per_s_all": rates, "ttft_s_all": ttfts, "new_tokens": len(tokens), "tokens": tokens}
+        for name, run in runs.items():
+            start, times, tokens[name] = run()
+            rates[name].append(decode_rate(times))
+            ttfts[name].append(times[0] - start)
+    return {name: {"decode_tokens_per_s": statistics.median(rates[name]), "ttft_s": statistics.median(ttfts[name]),
+                   "warmup_s": warmup_s[name], "decode_tokens_per_s_all": rates[name], "ttft_s_all": ttfts[name],
+                   "new_tokens": len(tokens[name]), "tokens": tokens[name]}
+            for name in runs}
+
+
+def with_greedy_head(fmt: str, run):
+    """`run` with greedy tokens shortlisted on the decode copy's head in `fmt`."""
+    from unirag import quantized_decode
+
+    def wrapped():
+        default = quantized_decode.GREEDY_HEAD_FORMAT
+        quantized_decode.GREEDY_HEAD_FORMAT = fmt
+        try:
+            return run()
+        finally:
+            quantized_decode.GREEDY_HEAD_FORMAT = default
+    return wrapped
 
 
 def table_rows(rows: list[dict]) -> list[list]:
@@ -339,26 +366,28 @@ def main() -> None:
     else:
         precision = "fp32"
     copy = uni.decode_copy
-    r = measure(lambda: run_unirag(uni, prompt_ids, n), args.repeats)
-    # after the run: head copies are made when first used
-    copy_bytes = {copy.format: copy.nbytes} if copy is not None else {}
-    default_weights = (f"{copy.format} copy ({copy.nbytes / 1e6:.0f} MB) for generated tokens; prompt on {precision}"
-                       if copy is not None else precision)
+    default_run = lambda: run_unirag(uni, prompt_ids, n)  # noqa: E731
+    runs = {"default": default_run}
+    shortlists = copy is not None and copy.format == quantized_decode.GREEDY_HEAD_FORMAT
+    if shortlists:
+        # the same copy with greedy tokens shortlisted on the int8 head that sampling reads, in
+        # alternating rounds with the default: what the smaller shortlisting head buys
+        runs["int8 head"] = with_greedy_head(quantized_decode.HEAD_FORMAT, default_run)
+    measured = measure_alternating(runs, args.repeats)
+    r = measured["default"]
+    greedy_head_bytes = copy.greedy_head.nbytes if shortlists else 0
+    # after the runs: head copies are made when first used; the default reads its greedy head only
+    copy_bytes = {copy.format: copy.nbytes - (copy.head.nbytes if shortlists else 0)} if copy is not None else {}
+    default_weights = (f"{copy.format} copy ({copy_bytes[copy.format] / 1e6:.0f} MB) for generated tokens; "
+                       f"prompt on {precision}" if copy is not None else precision)
     rows.append({"engine": "unirag UniModel.generate_ids", "weights": f"{default_weights} (merged adapter)",
                  "copy": copy.format if copy else None, **r})
     print(f"unirag: {r['decode_tokens_per_s']:.1f} tokens/s", flush=True)
-    if copy is not None and copy.format == quantized_decode.GREEDY_HEAD_FORMAT:
-        # the same copy with greedy tokens shortlisted on the int8 head that sampling reads, to
-        # show what the smaller shortlisting head buys
-        shortlist_head = quantized_decode.GREEDY_HEAD_FORMAT
-        quantized_decode.GREEDY_HEAD_FORMAT = quantized_decode.HEAD_FORMAT
-        try:
-            r = measure(lambda: run_unirag(uni, prompt_ids, n), args.repeats)
-        finally:
-            quantized_decode.GREEDY_HEAD_FORMAT = shortlist_head
+    if shortlists:
+        r = measured["int8 head"]
         rows.append({"engine": f"unirag, greedy shortlist on the {quantized_decode.HEAD_FORMAT} head",
                      "weights": f"{copy.format} copy, {quantized_decode.HEAD_FORMAT} head (merged adapter)",
-                     "copy": copy.format, "step_bytes": copy.nbytes - copy.greedy_head.nbytes, **r})
+                     "copy": copy.format, "step_bytes": copy.nbytes - greedy_head_bytes, **r})
         print(f"{rows[-1]['engine']}: {r['decode_tokens_per_s']:.1f} tokens/s", flush=True)
 
     # other UniModels over the same module; compiled steps take no decode copy
