@@ -150,13 +150,18 @@ class Int4Rows:
 
     @classmethod
     def of(cls, weight: torch.Tensor) -> "Int4Rows":
-        levels, scale, offset = quantize_int4(weight)
-        # One call per block of rows keeps the packing's temporaries small; blocks of whole
-        # row tiles pack as the whole matrix would (tested).
-        packed = torch.cat([torch._convert_weight_to_int4pack_for_cpu(levels[start:start + QUANTIZE_BLOCK_ROWS], 1)
-                            for start in range(0, len(levels), QUANTIZE_BLOCK_ROWS)])
+        out_features, in_features = weight.shape
+        packed = torch.empty(out_features, in_features // 2, dtype=torch.uint8, device=weight.device)
         # contiguous: the kernel reads the scales by position and gives wrong sums on a strided view
-        scales = torch.stack([scale.t(), offset.t()], dim=-1).contiguous()
+        scales = torch.empty(in_features // INT4_GROUP, out_features, 2, dtype=ACTIVATION_DTYPE, device=weight.device)
+        # Quantized and packed one block of rows at a time, into the final buffers: a whole
+        # matrix's int32 levels (4 bytes a weight; 113 MB for the LM head) would set the
+        # process's peak. Blocks of whole row tiles pack as the whole matrix would (tested).
+        for start in range(0, out_features, QUANTIZE_BLOCK_ROWS):
+            levels, scale, offset = quantize_int4(weight[start:start + QUANTIZE_BLOCK_ROWS])
+            end = start + len(levels)
+            packed[start:end] = torch._convert_weight_to_int4pack_for_cpu(levels, 1)
+            scales[:, start:end, 0], scales[:, start:end, 1] = scale.t(), offset.t()
         return cls(packed, scales)
 
     @property
