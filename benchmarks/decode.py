@@ -12,6 +12,9 @@ bandwidth, not FLOPs. This script measures how close each engine gets to that bo
   difference; beside it, each path's agreement with the fp32 model, the yardstick), and
   wikitext-2 perplexity of the first `--ppl-tokens` tokens (windows of 1024) with every matmul on
   the copy against the bf16 weights (`--wikitext`, skipped where the file is missing).
+- unirag, greedy shortlist on the int8 head: the default's int4 copy with greedy tokens
+  shortlisted on the int8 copy of the LM head instead of its int4 one (`DecodeCopy.greedy_token`),
+  timed in alternating rounds with the default: what the smaller shortlisting head buys.
 - unirag static cache: the same with `static_cache=True` (generated tokens' keys and values
   written into a preallocated StaticCache instead of a growing DynamicCache).
 - unirag compiled: the same with `compile_decode=True` (generated tokens' steps through
