@@ -96,6 +96,23 @@ def test_decode_bandwidth_bound(decode):
     assert not decode.same_greedy_tokens([1, 2, 3], [1, 4, 3], eos_id=0)
 
 
+def test_decode_runs_compared_alternate_round_by_round(decode):
+    """Each run is warmed up once, then the rounds take one run of each in turn."""
+    order = []
+
+    def run_named(name):
+        def run():
+            order.append(name)
+            return 0.0, [0.1, 0.2, 0.3], [1, 2, 3]  # start, token times, tokens
+        return run
+
+    out = decode.measure_alternating({"a": run_named("a"), "b": run_named("b")}, repeats=2)
+    assert order == ["a", "b", "a", "b", "a", "b"]
+    assert out["a"]["decode_tokens_per_s"] == pytest.approx(10.0)  # 2 gaps in 0.2 s
+    assert out["b"]["ttft_s"] == pytest.approx(0.1) and out["b"]["new_tokens"] == 3
+    assert decode.measure(run_named("c"), repeats=1)["decode_tokens_per_s_all"] == pytest.approx([10.0])
+
+
 def test_decode_streamer_skips_the_prompt(decode):
     class Ids(list):
         def flatten(self):
