@@ -55,7 +55,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_common import machine_info, markdown_table, timed_median, write_json  # noqa: E402
+from bench_common import machine_info, markdown_table, timed_interleaved, timed_median, write_json  # noqa: E402
 
 PROMPT = ("Write a long, detailed story about a lighthouse keeper who finds a message in a bottle. "
           "Describe the sea, the weather and every step of the keeper's day.")
@@ -255,25 +255,19 @@ def measure(run, repeats: int) -> dict:
 
 
 def measure_alternating(runs: dict, repeats: int) -> dict:
-    """`measure` for several runs at once: each warmed up once, then `repeats` rounds of one run
-    of each in turn, so that a machine's drift during the measurement falls on all of them alike."""
-    warmup_s = {}
-    for name, run in runs.items():
-        start = time.perf_counter()
-        run()
-        warmup_s[name] = time.perf_counter() - start
-    rates = {name: [] for name in runs}
-    ttfts = {name: [] for name in runs}
-    tokens = {}
-    for _ in range(repeats):
-        for name, run in runs.items():
-            start, times, tokens[name] = run()
-            rates[name].append(decode_rate(times))
-            ttfts[name].append(times[0] - start)
-    return {name: {"decode_tokens_per_s": statistics.median(rates[name]), "ttft_s": statistics.median(ttfts[name]),
-                   "warmup_s": warmup_s[name], "decode_tokens_per_s_all": rates[name], "ttft_s_all": ttfts[name],
-                   "new_tokens": len(tokens[name]), "tokens": tokens[name]}
-            for name in runs}
+    """`measure` for several runs at once, in `timed_interleaved`'s alternating rounds (each run
+    warmed up once first), so that a machine's drift during the measurement falls on all alike."""
+    done: dict[str, list] = {name: [] for name in runs}
+    timed_interleaved([lambda name=name, run=run: done[name].append(run()) for name, run in runs.items()], repeats)
+    out = {}
+    for name, ((warm_start, warm_times, _), *timed) in done.items():
+        rates = [decode_rate(times) for _, times, _ in timed]
+        ttfts = [times[0] - start for start, times, _ in timed]
+        tokens = timed[-1][2]
+        out[name] = {"decode_tokens_per_s": statistics.median(rates), "ttft_s": statistics.median(ttfts),
+                     "warmup_s": warm_times[-1] - warm_start, "decode_tokens_per_s_all": rates,
+                     "ttft_s_all": ttfts, "new_tokens": len(tokens), "tokens": tokens}
+    return out
 
 
 def with_greedy_head(fmt: str, run):
