@@ -46,8 +46,8 @@ REFINE_TOP = 16  # leading logits recomputed exactly per token (DecodeCopy.head_
 # and an int4 head cost far more wikitext-2 perplexity than int4 decoder layers did
 # (docs/PERFORMANCE.md).
 HEAD_FORMAT = "int8"
-# Greedy decoding needs only the best token: an int4 copy of the head (half the int8 head's
-# bytes, read once per token) shortlists GREEDY_CANDIDATES tokens, and the head's own rows pick
+# Greedy decoding needs only the best token: an int4 copy of the head (fewer bytes than the int8
+# head's, read once per token) shortlists GREEDY_CANDIDATES tokens, and the head's own rows pick
 # among them (DecodeCopy.greedy_token).
 GREEDY_HEAD_FORMAT = "int4"
 GREEDY_CANDIDATES = 64
@@ -290,7 +290,7 @@ class DecodeCopy:
         weights is highest.
 
         Why: greedy decoding reads the whole head once per token for one argmax. The shortlist
-        costs half the int8 head's bytes, and since the winner is chosen on exact logits, the
+        reads an int4 copy, smaller than the int8 head, and since the winner is chosen on exact logits, the
         token is the unquantized head's argmax whenever that is on the shortlist (a logit
         soft-cap, being monotonic, changes no argmax). Sampling and perplexity need every logit
         and keep `head_logits`."""

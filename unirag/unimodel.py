@@ -413,7 +413,7 @@ class UniModel:
             # The LM head runs on the last position only, in its own (fp32) precision.
             # With a decode copy, generated tokens' steps (not the prompt's) run on it, and a
             # greedy token with no repetition control comes from its shortlisting head
-            # (DecodeCopy.greedy_token: the same argmax, half the head's bytes read).
+            # (DecodeCopy.greedy_token: the unquantized head's argmax, from a smaller copy).
             quantized = self.decode_copy is not None and step > 0
             shortlist = quantized and temperature <= 0 and not (repetition is not None and repetition.active)
             with self._lock, torch.inference_mode():
