@@ -284,6 +284,18 @@ def with_greedy_head(fmt: str, run):
     return wrapped
 
 
+def with_python_step(uni, run):
+    """`run` with `uni`'s generated tokens on the lean step in Python instead of its compiled
+    twin (unirag/native_step.py; the same tokens)."""
+    def wrapped():
+        native, uni._lean.native = uni._lean.native, None
+        try:
+            return run()
+        finally:
+            uni._lean.native = native
+    return wrapped
+
+
 def table_rows(rows: list[dict]) -> list[list]:
     out = []
     for r in rows:
@@ -370,6 +382,11 @@ def main() -> None:
         # the same copy with greedy tokens shortlisted on the int8 head that sampling reads, in
         # alternating rounds with the default: what the smaller shortlisting head buys
         runs["int8 head"] = with_greedy_head(quantized_decode.HEAD_FORMAT, default_run)
+    list(uni.generate_ids(prompt_ids, max_new_tokens=2))  # builds the native step where it can be
+    native = uni._lean is not None and uni._lean.native is not None
+    if native:
+        # the lean step in Python, in the same alternating rounds: what compiling it buys
+        runs["python step"] = with_python_step(uni, default_run)
     measured = measure_alternating(runs, args.repeats)
     r = measured["default"]
     greedy_head_bytes = copy.greedy_head.nbytes if shortlists else 0
@@ -385,6 +402,13 @@ def main() -> None:
         rows.append({"engine": f"unirag, greedy shortlist on the {quantized_decode.HEAD_FORMAT} head",
                      "weights": f"{copy.format} copy, {quantized_decode.HEAD_FORMAT} head (merged adapter)",
                      "copy": copy.format, "step_bytes": copy.nbytes - greedy_head_bytes, **r})
+        print(f"{rows[-1]['engine']}: {r['decode_tokens_per_s']:.1f} tokens/s", flush=True)
+    if native:
+        r = measured["python step"]
+        rows.append({"engine": "unirag, the lean step in Python (native_step=False)",
+                     "weights": f"{default_weights} (merged adapter)", "copy": copy.format,
+                     "step_bytes": copy.nbytes - (copy.head.nbytes if shortlists else 0), **r,
+                     "same_tokens_as_unirag": r["tokens"] == measured["default"]["tokens"]})
         print(f"{rows[-1]['engine']}: {r['decode_tokens_per_s']:.1f} tokens/s", flush=True)
 
     # other UniModels over the same module; compiled steps take no decode copy

@@ -68,6 +68,7 @@ def test_wheel_holds_package_data_and_no_apps(installed):
     names = zipfile.ZipFile(wheel).namelist()
     assert "unirag/training/recipes/cpu-quick.yaml" in names and "unirag/app.py" in names
     assert "unirag/__main__.py" in names and any(n.startswith("unirag/sample_docs/") for n in names)
+    assert "unirag/native_step.cpp" in names  # built on the user's machine
     assert any(n.startswith("unirag/weights/smollm2-135m-unimae/") for n in names)
     assert not any(n.startswith(("apps/", "tests/", "train/", "docs/")) for n in names)
 

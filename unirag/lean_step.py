@@ -144,6 +144,9 @@ class KVCache:
         return self
 
 
+_UNBUILT = object()  # LeanStep.native before the first generated token
+
+
 class LeanStep:
     """The decode step for one Llama-architecture decoder and its quantized copy (module docstring).
 
@@ -152,12 +155,14 @@ class LeanStep:
     """
 
     @classmethod
-    def for_decoder(cls, decoder: torch.nn.Module, copy: DecodeCopy) -> tuple["LeanStep | None", str | None]:
-        """(the step, None), or (None, why not) where `unsupported_reason` refuses the decoder."""
+    def for_decoder(cls, decoder: torch.nn.Module, copy: DecodeCopy,
+                    native: bool = True) -> tuple["LeanStep | None", str | None]:
+        """(the step, None), or (None, why not) where `unsupported_reason` refuses the decoder.
+        With `native`, tokens run through the compiled step where it builds."""
         reason = unsupported_reason(decoder, copy)
-        return (None, reason) if reason else (cls(decoder, copy), None)
+        return (None, reason) if reason else (cls(decoder, copy, native), None)
 
-    def __init__(self, decoder: torch.nn.Module, copy: DecodeCopy):
+    def __init__(self, decoder: torch.nn.Module, copy: DecodeCopy, native: bool = True):
         config = decoder.config
         self.embed = decoder.embed_tokens.weight
         self.rotary = decoder.rotary_emb
@@ -166,6 +171,9 @@ class LeanStep:
         self.head_dim, self.scaling = first.head_dim, first.scaling
         self.heads, self.kv_heads = config.num_attention_heads, config.num_key_value_heads
         self.layers = [self._layer(layer, copy) for layer in decoder.layers[: config.num_hidden_layers]]
+        # the same operations compiled (native_step.py), built on the first generated token:
+        # a process that only embeds never builds it
+        self.native: Any = _UNBUILT if native else None
 
     @staticmethod
     def _layer(layer: torch.nn.Module, copy: DecodeCopy) -> _Layer:
@@ -191,17 +199,35 @@ class LeanStep:
         if cache.length >= cache.capacity:
             raise ValueError(f"the KV cache is full ({cache.capacity} positions)")
         position = cache.length
-        x = self.embed[token_id].view(1, -1)
-        cos, sin = self.rotary(x, torch.tensor([[position]]))
-        cos, sin = cos.view(1, -1), sin.view(1, -1)
+        cos, sin = self._rotation(position)
+        if self.native is _UNBUILT:
+            from . import native_step
+
+            self.native = native_step.build(self)
+        if self.native is not None:
+            out = self.native.hidden(token_id, position, cache.keys, cache.values, cos, sin)
+        else:
+            out = self._python_hidden(token_id, position, cos, sin, cache)
+        cache.length = position + 1
+        return out
+
+    def _rotation(self, position: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """RoPE's cos and sin (head_dim,) at `position` from the model's own rotary module, sin
+        with its first half negated: rotate_half(q) * sin == (q's halves swapped) * that sin,
+        one flip per layer instead of a slice, a negation and a concatenation."""
+        cos, sin = self.rotary(self.embed[:1], torch.tensor([[position]]))
+        cos, sin = cos.view(-1), sin.view(-1)
         half = self.head_dim // 2
-        # rotate_half(q) * sin == (q's halves swapped) * (sin with its first half negated): one
-        # flip per layer instead of a slice, a negation and a concatenation
-        sin = torch.cat((-sin[:, :half], sin[:, half:]), dim=-1)
+        return cos, torch.cat((-sin[:half], sin[half:]))
+
+    def _python_hidden(self, token_id: int, position: int, cos: torch.Tensor, sin: torch.Tensor,
+                       cache: KVCache) -> torch.Tensor:
+        """`hidden` in PyTorch operations (what native_step.cpp computes in C++)."""
+        x = self.embed[token_id].view(1, -1)
+        cos, sin = cos.view(1, -1), sin.view(1, -1)
         for index, layer in enumerate(self.layers):
             x = x + self._attention(index, layer, rms_norm(x, *layer.input_norm), cos, sin, cache)
             x = x + self._mlp(layer, rms_norm(x, *layer.post_norm))
-        cache.length = position + 1
         return rms_norm(x, *self.norm).view(1, 1, -1)
 
     def _attention(self, index: int, layer: _Layer, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,

@@ -8,7 +8,8 @@ The pure helpers live beside it, by job: `pooling.py` (token layout per pooling:
 mean, echo; batches by a token budget; pooled vectors), `precision.py` (autocast, bf16-held
 weights), `decoding.py` (sampling, repetition control), `prefix_cache.py` (KV reuse from an
 embedding pass), `split_head.py` (the LM head on all threads), `quantized_decode.py` (the 4- or 8-bit
-copy generated tokens read) and `lean_step.py` (a generated token over it, for Llama decoders).
+copy generated tokens read), `lean_step.py` (a generated token over it, for Llama decoders) and
+`native_step.py` (that step compiled).
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ class UniModel:
 
     def __init__(self, model, tokenizer, name: str, max_length: int = 512,
                  precision: str = "auto", info: dict | None = None, compile_decode: bool = False,
-                 bf16_weights: bool = True, static_cache: bool = False, decode_copy: str | None = "int4"):
+                 bf16_weights: bool = True, static_cache: bool = False, decode_copy: str | None = "int4",
+                 native_step: bool = True):
         if tokenizer.eos_token_id is None:
             raise UniragError(f"the tokenizer of {name} has no EOS token; eos pooling needs one")
         self.model = model
@@ -98,10 +100,11 @@ class UniModel:
         # With a decode copy, a Llama-architecture decoder's generated tokens skip transformers'
         # forward: unirag/lean_step.py runs the same operations straight over the layer weights
         # into a preallocated KV cache (its docstring says why that is faster and what it refuses).
-        # Its cache is preallocated already, so static_cache changes nothing where it runs.
+        # Its cache is preallocated already, so static_cache changes nothing where it runs. With
+        # native_step it runs compiled (unirag/native_step.py: the same values, less overhead).
         self._lean = None
         if self.decode_copy is not None:
-            self._lean, why_not = LeanStep.for_decoder(self.decoder, self.decode_copy)
+            self._lean, why_not = LeanStep.for_decoder(self.decoder, self.decode_copy, native_step)
             if why_not:
                 log.info("generated tokens run transformers' forward (no lean step: %s)", why_not)
         # What runs each generated token's decoder step. With compile_decode, torch.compile with
@@ -122,7 +125,8 @@ class UniModel:
     def load(cls, model: str | None = None, adapter: str | None = "default", *, merge: bool = True,
              precision: str = "auto", max_length: int = 512, device: str | None = None,
              trust_remote_code: bool = False, compile_decode: bool = False,
-             bf16_weights: bool = True, static_cache: bool = False, decode_copy: str | None = "int4") -> "UniModel":
+             bf16_weights: bool = True, static_cache: bool = False, decode_copy: str | None = "int4",
+             native_step: bool = True) -> "UniModel":
         """Load a base model (registry name, local folder or hub id) and an adapter.
 
         adapter="default" takes the UniMAE adapter shipped for registry models (none for other
@@ -131,6 +135,7 @@ class UniModel:
         bf16_weights=False keeps fp32 weights even under bf16 autocast (e.g. to export them).
         static_cache=True decodes into a preallocated KV cache (docs/PERFORMANCE.md section 2).
         decode_copy picks the copy generated tokens read: "int4", "int8", or None (the bf16 weights).
+        native_step=False keeps the lean step in Python (unirag/native_step.py; the same tokens).
         """
         from .adapters import apply_adapter, read_record, weights_digest
         from .models import DEFAULT_MODEL, load_base, resolve_adapter
@@ -147,7 +152,7 @@ class UniModel:
             base.to(device)
         return cls(base, tokenizer, name=name, max_length=max_length, precision=precision, info=info,
                    compile_decode=compile_decode, bf16_weights=bf16_weights, static_cache=static_cache,
-                   decode_copy=decode_copy)
+                   decode_copy=decode_copy, native_step=native_step)
 
     @property
     def context_window(self) -> int:
