@@ -382,6 +382,23 @@ def main() -> None:
         # the same copy with greedy tokens shortlisted on the int8 head that sampling reads, in
         # alternating rounds with the default: what the smaller shortlisting head buys
         runs["int8 head"] = with_greedy_head(quantized_decode.HEAD_FORMAT, default_run)
+    # llama.cpp on the shipped GGUF, where llama-cpp-python is installed: timed in the same
+    # alternating rounds as unirag's default, so that the machine's drift falls on both alike
+    gguf = find_wheel_gguf(REGISTRY[args.model]) if args.model in REGISTRY else None
+    llama_row = llama_skipped = None
+    try:
+        import llama_cpp
+    except ImportError:
+        llama_skipped = f"llama_cpp is not installed; to include it: {LLAMA_CPP_INSTALL}"
+    else:
+        if gguf is None:
+            llama_skipped = f"{args.model} is not a registry model with a shipped GGUF"
+        else:
+            llm = llama_cpp.Llama(model_path=str(gguf), n_ctx=len(prompt_ids) + n + 16, n_threads=threads,
+                                  n_batch=max(len(prompt_ids), 8), verbose=False)
+            runs["llama.cpp"] = lambda: run_llama_cpp(llm, prompt_ids, n)
+            llama_row = {"engine": f"llama.cpp (llama-cpp-python {llama_cpp.__version__})",
+                         "weights": f"{gguf.name} as shipped (no adapter)"}
     list(uni.generate_ids(prompt_ids, max_new_tokens=2))  # builds the native step where it can be
     native = uni._lean is not None and uni._lean.native is not None
     if native:
@@ -397,6 +414,8 @@ def main() -> None:
     rows.append({"engine": "unirag UniModel.generate_ids", "weights": f"{default_weights} (merged adapter)",
                  "copy": copy.format if copy else None, **r})
     print(f"unirag: {r['decode_tokens_per_s']:.1f} tokens/s", flush=True)
+    if llama_row is not None:
+        print(f"llama.cpp: {measured['llama.cpp']['decode_tokens_per_s']:.1f} tokens/s (alternating rounds)", flush=True)
     if shortlists:
         r = measured["int8 head"]
         rows.append({"engine": f"unirag, greedy shortlist on the {quantized_decode.HEAD_FORMAT} head",
@@ -472,30 +491,17 @@ def main() -> None:
         row["same_tokens_as_unirag"] = same_greedy_tokens(rows[0]["tokens"], row["tokens"],
                                                           uni.tokenizer.eos_token_id)
 
-    gguf = None
-    if args.model in REGISTRY:
-        gguf = find_wheel_gguf(REGISTRY[args.model])
-    try:
-        import llama_cpp
-    except ImportError:
-        rows.append({"engine": "llama.cpp (llama-cpp-python)", "weights": "Q4_1 GGUF",
-                     "skipped": f"llama_cpp is not installed; to include it: {LLAMA_CPP_INSTALL}"})
-        print(f"llama.cpp: not installed; to include it: {LLAMA_CPP_INSTALL}", flush=True)
-    else:
-        if gguf is None:
-            rows.append({"engine": "llama.cpp (llama-cpp-python)", "weights": "",
-                         "skipped": f"{args.model} is not a registry model with a shipped GGUF"})
-        else:
-            llm = llama_cpp.Llama(model_path=str(gguf), n_ctx=len(prompt_ids) + n + 16, n_threads=threads,
-                                  n_batch=max(len(prompt_ids), 8), verbose=False)
-            r = measure(lambda: run_llama_cpp(llm, prompt_ids, n), args.repeats)
-            gguf_bytes = gguf.stat().st_size
-            gguf_bound = bound_tokens_per_s(gguf_bytes, bandwidth)
-            rows.append({"engine": f"llama.cpp (llama-cpp-python {llama_cpp.__version__})",
-                         "weights": f"{gguf.name} as shipped (no adapter)", **r, "bytes_per_token": gguf_bytes,
-                         "bound_tokens_per_s": gguf_bound, "share_of_bound": r["decode_tokens_per_s"] / gguf_bound,
-                         "same_tokens_as_unirag": None})
-            print(f"llama.cpp: {r['decode_tokens_per_s']:.1f} tokens/s", flush=True)
+    if llama_row is not None:
+        r = measured["llama.cpp"]
+        gguf_bytes = gguf.stat().st_size
+        gguf_bound = bound_tokens_per_s(gguf_bytes, bandwidth)
+        llama_row.update(**r, bytes_per_token=gguf_bytes, bound_tokens_per_s=gguf_bound,
+                         share_of_bound=r["decode_tokens_per_s"] / gguf_bound, same_tokens_as_unirag=None)
+    if llama_skipped is not None:
+        print(f"llama.cpp: {llama_skipped}", flush=True)
+        llama_row = {"engine": "llama.cpp (llama-cpp-python)", "weights": "Q4_1 GGUF", "skipped": llama_skipped}
+    if llama_row is not None:
+        rows.append(llama_row)
 
     print()
     print(markdown_table(HEADERS, table_rows(rows)))
@@ -514,6 +520,9 @@ def main() -> None:
         if row is not plain and not row.get("skipped"):
             print(f"{row['engine']} / plain generate: "
                   f"{row['decode_tokens_per_s'] / plain['decode_tokens_per_s']:.2f}x decode tokens/s")
+    if llama_row is not None and not llama_row.get("skipped"):
+        ratio = rows[0]["decode_tokens_per_s"] / llama_row["decode_tokens_per_s"]
+        print(f"unirag / llama.cpp: {ratio:.2f}x decode tokens/s (alternating rounds)")
     result = {
         "benchmark": "decode", "model": uni.name, "quick": args.quick, "machine": machine_info(),
         "settings": {"new_tokens": n, "prompt_tokens": len(prompt_ids), "repeats": args.repeats,
