@@ -27,6 +27,7 @@ from .quantized_decode import INT4_GROUP, Int4Rows, Int8Rows
 
 log = logging.getLogger(__name__)
 
+NAME = "unirag_native_step"
 SOURCE = Path(__file__).with_name("native_step.cpp")
 # No floating-point contraction: a fused multiply-add rounds once where ATen's separate multiply
 # and add round twice, and the step would no longer be the Python step's bit for bit.
@@ -43,9 +44,12 @@ def extension() -> Any | None:
     """The compiled module (built or loaded from torch's cache), or None where it cannot be
     built; the reason is logged once per process."""
     try:
-        from torch.utils.cpp_extension import load
+        from torch.utils.cpp_extension import _get_build_directory, load
 
-        return load(name="unirag_native_step", sources=[str(SOURCE)], extra_cflags=CFLAGS, verbose=False)
+        if not (Path(_get_build_directory(NAME, verbose=False)) / f"{NAME}.so").exists():
+            # a pause of up to a minute, once per machine, would otherwise look like a hang
+            log.warning("unirag: compiling the native decode step, once per machine (under a minute)")
+        return load(name=NAME, sources=[str(SOURCE)], extra_cflags=CFLAGS, verbose=False)
     except Exception as error:  # no compiler, headers or ninja: the Python step serves
         reason = " ".join(str(error).split())[:300]
         log.warning("unirag: generated tokens take the Python lean step (the native step did not build: %s)",
