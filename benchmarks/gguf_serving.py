@@ -88,12 +88,13 @@ def chunk_sample(collection, n: int) -> tuple[list[str], np.ndarray, int]:
     return texts, np.asarray(got["embeddings"], dtype=np.float32), len(got["ids"])
 
 
-def queries_by(embedder, collection):
-    """A retriever for run_rag_eval: questions embedded by `embedder`, searched in the collection."""
+def queries_by(embedder, collection, prefix: str = ""):
+    """A retriever for run_rag_eval: questions embedded by `embedder` after `prefix` (the
+    adapter's question cue, as unirag's dense search embeds them), searched in the collection."""
     from unirag.rag.pipeline import Hit
 
     def retrieve(question: str, top_k: int = 5):
-        found = collection.query(query_embeddings=[embedder.embed([question])[0].tolist()], n_results=top_k,
+        found = collection.query(query_embeddings=[embedder.embed([prefix + question])[0].tolist()], n_results=top_k,
                                  include=["documents", "metadatas", "distances"])
         return [Hit(i, 1.0 - float(d), doc or "", meta.get("source", ""), meta.get("heading", ""), meta)
                 for i, doc, meta, d in zip(found["ids"][0], found["documents"][0], found["metadatas"][0],
@@ -160,7 +161,7 @@ def main() -> None:
                 vectors = embedder.embed(texts)
                 rate = tokens[name] / (time.perf_counter() - start)
                 cosine = (vectors * stored).sum(1) / np.linalg.norm(stored, axis=1)
-                dense = run_rag_eval(serving, collection, questions[name], retriever=queries_by(embedder, collection))["metrics"]
+                dense = run_rag_eval(serving, collection, questions[name], retriever=queries_by(embedder, collection, serving.query_prefix))["metrics"]
                 entry[name] = {"chunks": n, "cosine_min": float(cosine.min()), "cosine_mean": float(cosine.mean()),
                                "embed_tokens_per_s": rate, "dense": dense}
                 rows.append([f"llama.cpp, {kind} GGUF", name, f"{cosine.mean():.5f} (min {cosine.min():.5f})",
