@@ -2,7 +2,10 @@
 
 A diagnostic beside benchmarks/embedding.py (same texts, same plain loop): it explains the ratio
 that script measures rather than measuring it again (the profiler itself slows both runs).
-Prints one unprofiled timing and the top ops by self CPU time for each.
+Prints one unprofiled timing and the top ops by self CPU time for each, then the ceiling the
+linear layers set: the machine's bf16 GEMM rate on the decoder's own layer shapes (a batch of
+`UniModel.embed_batch_tokens` rows), and the tokens/s that rate allows if everything but the
+linear layers cost nothing.
 
     python benchmarks/profile_embedding.py [--n-texts 64] [--batch-size 16] [--rows 18]
 """
@@ -17,6 +20,21 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_common import DEFAULT_DOCS, prose_chunks  # noqa: E402
 from embedding import plain_forward  # noqa: E402
+
+
+def gemm_gflops(rows: int, shapes: list[tuple[int, int]], repeats: int = 10) -> float:
+    """bf16 GFLOP/s of `rows` x in @ in x out products over the given (in, out) shapes in turn."""
+    import torch
+
+    pairs = [(torch.randn(rows, i).bfloat16(), torch.randn(i, o).bfloat16()) for i, o in shapes]
+    for a, b in pairs:
+        a @ b
+    start = time.perf_counter()
+    for _ in range(repeats):
+        for a, b in pairs:
+            a @ b
+    flops = repeats * sum(2 * rows * a.shape[1] * b.shape[1] for a, b in pairs)
+    return flops / (time.perf_counter() - start) / 1e9
 
 
 def main() -> None:
@@ -38,15 +56,29 @@ def main() -> None:
     runs = {"unirag UniModel.embed": lambda: uni.embed(texts, pooling="eos", batch_size=args.batch_size),
             "plain forward, bf16 autocast": lambda: plain_forward(model, uni.tokenizer, texts, args.batch_size,
                                                                   uni.max_length, torch.bfloat16)}
+    seconds = {}
     for name, run in runs.items():
         run()  # warm-up
         start = time.perf_counter()
         run()
-        print(f"{name}: {time.perf_counter() - start:.2f} s unprofiled", flush=True)
+        seconds[name] = time.perf_counter() - start
+        print(f"{name}: {seconds[name]:.2f} s unprofiled", flush=True)
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             run()
         print(f"==== {name}")
         print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=args.rows), flush=True)
+
+    # the linear layers' arithmetic against the machine's GEMM rate on the same shapes
+    linears = [m for m in uni.decoder.modules() if isinstance(m, torch.nn.Linear)]
+    per_token = 2 * sum(m.in_features * m.out_features for m in linears)  # FLOPs per embedded token
+    tokens = sum(len(uni.tokenizer(t)["input_ids"]) + 1 for t in texts)  # + the appended EOS
+    rate = tokens / seconds["unirag UniModel.embed"]
+    shapes = sorted({(m.in_features, m.out_features) for m in linears})
+    gemm = gemm_gflops(uni.embed_batch_tokens, shapes)
+    print(f"linear layers: {per_token / 1e6:.0f} MFLOP per token; UniModel.embed {rate:,.0f} tokens/s = "
+          f"{rate * per_token / 1e9:.0f} GFLOP/s in them; bf16 GEMM on their shapes ({uni.embed_batch_tokens} rows) "
+          f"{gemm:.0f} GFLOP/s -> at most {gemm * 1e9 / per_token:,.0f} tokens/s "
+          f"({gemm * 1e9 / per_token / rate:.2f}x today's) if nothing else cost time", flush=True)
 
 
 if __name__ == "__main__":
