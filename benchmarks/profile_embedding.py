@@ -22,17 +22,26 @@ from bench_common import DEFAULT_DOCS, prose_chunks  # noqa: E402
 from embedding import plain_forward  # noqa: E402
 
 
-def gemm_gflops(rows: int, shapes: list[tuple[int, int]], repeats: int = 10) -> float:
-    """bf16 GFLOP/s of `rows` x in @ in x out products over the given (in, out) shapes in turn."""
+def gemm_gflops(rows: int, shapes: list[tuple[int, int]], dtype: str = "bf16", repeats: int = 10) -> float:
+    """GFLOP/s (GOP/s for int8) of `rows` x in @ in x out products over the given (in, out) shapes
+    in turn: bf16 matmuls, or int8 ones through torch._int_mm (int32 sums)."""
     import torch
 
-    pairs = [(torch.randn(rows, i).bfloat16(), torch.randn(i, o).bfloat16()) for i, o in shapes]
+    if dtype == "int8":
+        def operand(*shape):
+            return torch.randint(-127, 128, shape, dtype=torch.int8)
+        product = torch._int_mm
+    else:
+        def operand(*shape):
+            return torch.randn(*shape).bfloat16()
+        product = torch.matmul
+    pairs = [(operand(rows, i), operand(i, o)) for i, o in shapes]
     for a, b in pairs:
-        a @ b
+        product(a, b)
     start = time.perf_counter()
     for _ in range(repeats):
         for a, b in pairs:
-            a @ b
+            product(a, b)
     flops = repeats * sum(2 * rows * a.shape[1] * b.shape[1] for a, b in pairs)
     return flops / (time.perf_counter() - start) / 1e9
 
@@ -79,6 +88,8 @@ def main() -> None:
           f"{rate * per_token / 1e9:.0f} GFLOP/s in them; bf16 GEMM on their shapes ({uni.embed_batch_tokens} rows) "
           f"{gemm:.0f} GFLOP/s -> at most {gemm * 1e9 / per_token:,.0f} tokens/s "
           f"({gemm * 1e9 / per_token / rate:.2f}x today's) if nothing else cost time", flush=True)
+    int8 = gemm_gflops(uni.embed_batch_tokens, shapes, "int8")
+    print(f"int8 products (torch._int_mm) on the same shapes: {int8:.0f} GOP/s = {int8 / gemm:.2f}x bf16's", flush=True)
 
 
 if __name__ == "__main__":
