@@ -29,6 +29,9 @@ same order and dtypes, so the logits are that path's (up to the attention, last 
 Anything it does not reproduce (attention or MLP biases, sliding windows, soft-capping, another
 architecture or attention implementation, hooks on the modules) is refused once, when
 `LeanStep.for_decoder` is asked, and `UniModel` keeps transformers' forward for those models.
+
+Where it can be built, `native_step.py` runs these same operations from C++ (bit for bit the
+values `_python_hidden` gives), without their per-operation Python and dispatch cost.
 """
 
 from __future__ import annotations
