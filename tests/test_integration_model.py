@@ -86,6 +86,24 @@ def test_bf16_autocast_stays_close_to_fp32(real_model):
     assert (np.sum(batch * fast, axis=1) > 0.999).all()
 
 
+def test_native_step_gives_the_python_steps_tokens():
+    """The default serving model (bf16, int4 copy, native lean step where bf16 is native): the
+    compiled step's greedy tokens are the Python step's."""
+    from unirag import UniModel
+    from unirag.hardware import cpu_has_fast_bf16
+
+    if not cpu_has_fast_bf16() or shutil.which("c++") is None:
+        pytest.skip("the lean step serves only with native bf16, and compiled only with a C++ compiler")
+    uni = UniModel.load()
+    for prompt in ["What is the capital of France?", "Write a short poem about the sea."]:
+        ids = uni.prompt_ids(prompt)
+        compiled = list(uni.generate_ids(ids, max_new_tokens=48))
+        native, uni._lean.native = uni._lean.native, None
+        assert native is not None
+        assert list(uni.generate_ids(ids, max_new_tokens=48)) == compiled
+        uni._lean.native = native
+
+
 def test_demo_main_job_without_app(tmp_path):
     """The README's main job, minus the blocking app: index the shipped sample docs, answer with citations."""
     from typer.testing import CliRunner
