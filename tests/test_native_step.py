@@ -96,3 +96,15 @@ def test_without_a_build_the_python_step_serves(tiny_model_dir, monkeypatch, cap
     plain = _tiny_variant(tiny_model_dir, "int4")
     off = UniModel(plain.model, plain.tokenizer, "off", precision="bf16", decode_copy="int4", native_step=False)
     assert off._lean.native is None
+
+
+@pytest.mark.parametrize("message, reason", [
+    ("Error building extension 'x': [1/2] c++ -c a.cpp -o a.o \nFAILED: a.o \nc++ -c a.cpp -o a.o \n"
+     "/bin/sh: 1: c++: not found\nninja: build stopped: subcommand failed.\n", "/bin/sh: 1: c++: not found"),
+    ("Error building extension 'x': [1/2] c++ -c a.cpp\nFAILED: a.o\nIn file included from a.cpp:1:\n"
+     "torch/extension.h:9:10: fatal error: Python.h: No such file or directory\ncompilation terminated.\n"
+     "ninja: build stopped: subcommand failed.", "torch/extension.h:9:10: fatal error: Python.h: No such file or directory"),
+    ("Ninja is required to load C++ extensions", "Ninja is required to load C++ extensions"),
+])
+def test_a_failed_build_says_why_in_one_line(message, reason):
+    assert native_step._reason(RuntimeError(message)) == reason

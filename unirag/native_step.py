@@ -51,10 +51,19 @@ def extension() -> Any | None:
             log.warning("unirag: compiling the native decode step, once per machine (under a minute)")
         return load(name=NAME, sources=[str(SOURCE)], extra_cflags=CFLAGS, verbose=False)
     except Exception as error:  # no compiler, headers or ninja: the Python step serves
-        reason = " ".join(str(error).split())[:300]
         log.warning("unirag: generated tokens take the Python lean step (the native step did not build: %s)",
-                    reason)
+                    _reason(error))
         return None
+
+
+def _reason(error: Exception) -> str:
+    """One line of a failed build's message that says why: the last naming an error or something
+    not found (a compiler's "fatal error: Python.h: ...", a shell's "c++: not found"), not the
+    echoed command lines or ninja's own summary."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    telling = [line for line in lines if ("error" in line.lower() or "not found" in line.lower())
+               and not line.startswith(("ninja:", "FAILED:"))]
+    return (telling[-1] if telling else lines[0] if lines else type(error).__name__)[:300]
 
 
 def _rows(rows: Int8Rows | Int4Rows) -> tuple[list[torch.Tensor], bool]:
