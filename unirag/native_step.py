@@ -80,8 +80,8 @@ def build(lean) -> Any | None:
     module = extension()
     if module is None:
         return None
-    if lean.embed.dtype != torch.float32 or lean.norm[0].dtype != torch.float32 or any(
-            layer.input_norm[0].dtype != torch.float32 for layer in lean.layers):
+    norms = [lean.norm[0], *(norm[0] for layer in lean.layers for norm in (layer.input_norm, layer.post_norm))]
+    if any(tensor.dtype != torch.float32 for tensor in (lean.embed, *norms)):
         log.info("generated tokens take the Python lean step: the native step takes fp32 norms and embedding")
         return None
     step = module.Step(lean.embed.contiguous(), lean.norm[0], float(lean.norm[1]), lean.heads, lean.kv_heads,
