@@ -41,8 +41,8 @@ class Step {
        int64_t head_dim, double scaling, int64_t group)
       : embed_(embed), norm_(norm), norm_eps_(norm_eps), heads_(heads), kv_heads_(kv_heads),
         head_dim_(head_dim), scaling_(scaling), group_(group) {
-    TORCH_CHECK(embed.scalar_type() == at::kFloat && norm.scalar_type() == at::kFloat && embed.is_contiguous(),
-                "the native step takes an fp32 embedding and final norm");
+    TORCH_CHECK(embed.scalar_type() == at::kFloat && norm.scalar_type() == at::kFloat && embed.is_contiguous()
+                    && norm.is_contiguous(), "the native step takes a contiguous fp32 embedding and final norm");
     const int64_t hidden = embed.size(1);
     squares_ = at::empty({1, hidden}, at::kFloat);
     normed_ = at::empty({1, hidden}, at::kBFloat16);
@@ -53,8 +53,9 @@ class Step {
                  std::vector<at::Tensor> qkv, bool qkv_int4, std::vector<at::Tensor> o, bool o_int4,
                  std::vector<at::Tensor> gate_up, bool gate_up_int4, std::vector<at::Tensor> down,
                  bool down_int4) {
-    TORCH_CHECK(input_norm.scalar_type() == at::kFloat && post_norm.scalar_type() == at::kFloat,
-                "the native step takes fp32 norm weights");
+    TORCH_CHECK(input_norm.scalar_type() == at::kFloat && post_norm.scalar_type() == at::kFloat
+                    && input_norm.is_contiguous() && post_norm.is_contiguous(),
+                "the native step takes contiguous fp32 norm weights");
     layers_.push_back(Layer{input_norm, post_norm, input_eps, post_eps, Rows{qkv[0], qkv[1], qkv_int4},
                             Rows{o[0], o[1], o_int4}, Rows{gate_up[0], gate_up[1], gate_up_int4},
                             Rows{down[0], down[1], down_int4}});
