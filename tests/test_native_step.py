@@ -16,7 +16,7 @@ pytestmark = pytest.mark.skipif(not all(quantized_decode.supported(torch.device(
 needs_compiler = pytest.mark.skipif(shutil.which("c++") is None, reason="no C++ compiler to build the native step")
 
 
-def _prefilled(uni, prompt: str, new_tokens: int):
+def _prefilled(uni, prompt: str):
     """The prompt's ids and its DynamicCache, as generation's first step leaves them."""
     from transformers import DynamicCache
 
@@ -38,7 +38,7 @@ def test_native_step_is_the_python_step_bit_for_bit(tiny_model_dir, variant, fmt
     native = native_step.build(lean)
     assert native is not None, "the native step did not build (see the log)"
     for prompt in ["The cat sat on the mat because", "Why?"]:
-        ids, cache = _prefilled(uni, prompt, 24)
+        ids, cache = _prefilled(uni, prompt)
         python_kv, native_kv = lean.new_cache(cache, 24), lean.new_cache(cache, 24)
         token = ids[-1]
         with torch.inference_mode():

@@ -81,10 +81,11 @@ def build(lean) -> Any | None:
     if module is None:
         return None
     norms = [lean.norm[0], *(norm[0] for layer in lean.layers for norm in (layer.input_norm, layer.post_norm))]
-    if any(tensor.dtype != torch.float32 for tensor in (lean.embed, *norms)):
-        log.info("generated tokens take the Python lean step: the native step takes fp32 norms and embedding")
+    if any(tensor.dtype != torch.float32 or not tensor.is_contiguous() for tensor in (lean.embed, *norms)):
+        log.info("generated tokens take the Python lean step: the native step reads contiguous fp32 norms and "
+                 "embedding")
         return None
-    step = module.Step(lean.embed.contiguous(), lean.norm[0], float(lean.norm[1]), lean.heads, lean.kv_heads,
+    step = module.Step(lean.embed, lean.norm[0], float(lean.norm[1]), lean.heads, lean.kv_heads,
                        lean.head_dim, float(lean.scaling), INT4_GROUP)
     for layer in lean.layers:
         step.add_layer(layer.input_norm[0], float(layer.input_norm[1]), layer.post_norm[0],
