@@ -287,3 +287,49 @@ def test_a_definitions_first_sentence_is_quoted_with_its_term(tiny):
     units = [s for s in select(tiny, "How do I replace ~ by the home directory?", [hit], max_words=20,
                                scorers=("lexical",), whole_thoughts=False).spans]
     assert units[0].text.startswith("On Unix")  # units quoted as cut: the sentence alone
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("That means their original order is preserved.", True),
+    ("So, although it looks like a copy, it is a move.", True),
+    ("- It returns None when the key is missing.", True),
+    ("Also note that the values are references.", True),
+    ("Thats all.", False),                                  # a word that only starts like one
+    ("Sorts are guaranteed to be stable.", False),
+    ("The item after this one is empty.", False),
+])
+def test_points_back_reads_the_opening_words(text, expected):
+    from unirag.rag.evidence import points_back
+
+    assert points_back(text) is expected
+
+
+@pytest.mark.parametrize("text, before", [
+    ("Sorts are stable. That means order is kept.", "Sorts are stable."),
+    ("Sorts are stable.\n\nThat means order is kept.", None),          # another paragraph
+    ("```\nsorted(x)\n```\nThat means order is kept.", None),          # code, not a sentence
+    ("order is kept. That means the sort is stable.", None),           # a tail the chunk's edge cut
+    ("That means order is kept.", None),                               # nothing before
+])
+def test_sentence_before_is_the_whole_prose_sentence_of_the_same_paragraph(text, before):
+    from unirag.rag.evidence import sentence_before
+    from unirag.rag.sentences import split_units
+
+    units = split_units(text)
+    found = sentence_before(text, units, len(units) - 1)
+    assert (found and text[found.start:found.end]) == before
+
+
+def test_a_unit_that_points_back_is_quoted_with_the_sentence_before_it(tiny):
+    text = ("Records are sorted by key. Sorts are guaranteed to be stable. That means records with the "
+            "same key keep their original order.\n\nThe end is here.")
+    hit = Hit("a", 1.0, text, "sorting.html", "Sorting")
+    question = "Do records with the same key keep their original order?"
+    ev = select(tiny, question, [hit], max_words=30, scorers=("lexical",))
+    first = ev.spans[0]
+    assert first.text == ("Sorts are guaranteed to be stable. That means records with the same key keep their "
+                          "original order.")
+    assert first.text == text[first.start:first.end]
+    assert all("stable" not in s.text for s in ev.spans[1:])  # not quoted twice
+    alone = select(tiny, question, [hit], max_words=30, scorers=("lexical",), whole_thoughts=False).spans[0]
+    assert alone.text.startswith("That means")

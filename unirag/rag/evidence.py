@@ -93,6 +93,7 @@ class _Candidate:
     heading: str
     following: Unit | None = None  # the next unit of the same chunk, if any
     term: Unit | None = None  # the term whose definition this unit opens (`term_of`), if any
+    previous: Unit | None = None  # the sentence before it in its paragraph (`sentence_before`), if any
 
 
 # markup that says nothing by itself: HTML tags, template includes ({{#include ...}}), link
@@ -144,6 +145,32 @@ def term_of(text: str, units: Sequence[Unit], j: int) -> Unit | None:
     return term
 
 
+# openers that point back to the sentence before: "That means ...", "So, ...", "It ...", "Also ..."
+_POINTS_BACK = re.compile(r"^[\s>*+-]*(?:this|that|these|those|it|its|they|them|their|such|so|thus|hence|"
+                          r"therefore|otherwise|however|but|also|instead|then|likewise|similarly|"
+                          r"in other words|as a result)\b", re.IGNORECASE)
+
+
+def points_back(text: str) -> bool:
+    """Whether a unit opens by pointing back to what came before ("That means that when multiple
+    records have the same key, their original order is preserved."): quoted alone, it leaves out
+    what it is about, which the sentence before says ("Sorts are guaranteed to be stable.")."""
+    return bool(_POINTS_BACK.match(text))
+
+
+def sentence_before(text: str, units: Sequence[Unit], j: int) -> Unit | None:
+    """The prose unit just before units[j] in the same paragraph, if any and if it is whole (not
+    a sentence tail that the chunk's edge cut, not a piece of a longer sentence)."""
+    if j == 0 or units[j].code or units[j].cut_before:
+        return None
+    before = units[j - 1]
+    if (before.code or before.cut_before or "\n\n" in text[before.end:units[j].start]
+            or starts_mid_sentence(text, before, j - 1 == 0)
+            or not quotable(text[before.start:before.end])):
+        return None
+    return before
+
+
 def candidates(hits: Sequence, skip_tails: bool = True) -> list[_Candidate]:
     """Every quotable unit of every hit, with the text around it. Retrieved chunks overlap, so a
     unit contained in one already taken from a higher-ranked hit (a sentence cut by the chunk's
@@ -167,7 +194,7 @@ def candidates(hits: Sequence, skip_tails: bool = True) -> list[_Candidate]:
                     and not quotable(hit.text[following.start:following.end])):
                 following = None
             out.append(_Candidate(i, unit, text, hit.text[lo:hi], hit.heading, following,
-                                  term_of(hit.text, units, j)))
+                                  term_of(hit.text, units, j), sentence_before(hit.text, units, j)))
     return out
 
 
@@ -260,8 +287,9 @@ def select(model, question: str, hits: Sequence, max_words: int = MAX_WORDS,
            scorers: Sequence[str] = DEFAULT_SCORERS, whole_thoughts: bool = True) -> Evidence:
     """The best units, best first, until `max_words` (each unit counts one word more, for its
     "[n]"); the first is always kept. With `whole_thoughts`, a unit ending in ":" is quoted with
-    the unit it introduces, a definition's first sentence with its term, and sentence tails at a
-    chunk's start are no candidates."""
+    the unit it introduces, a definition's first sentence with its term, a unit that points back
+    ("That means ...") with the sentence before it, and sentence tails at a chunk's start are no
+    candidates."""
     cands, scores, null = score(model, question, hits, scorers, whole_thoughts)
     return choose(hits, cands, scores, null, max_words, scorers, whole_thoughts)
 
@@ -289,12 +317,17 @@ def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[f
         c = cands[i]
         if (c.hit, c.unit.start) in covered:
             continue
-        start, end, last = c.unit.start, c.unit.end, c.unit
+        start, end, first, last = c.unit.start, c.unit.end, c.unit, c.unit
         # a definition's first sentence is quoted with the term it defines (and the dash that
         # sets the term off), when that fits
         if (whole_thoughts and c.term is not None and (c.hit, c.term.start) not in covered
                 and (word_count(hits[c.hit].text[c.term.start:end]) + 2 + words <= max_words or not spans)):
-            start = c.term.start
+            start, first = c.term.start, c.term
+        # a unit that points back is quoted with the sentence it points to, when that fits
+        elif (whole_thoughts and c.previous is not None and points_back(c.text)
+              and (c.hit, c.previous.start) not in covered
+              and (word_count(hits[c.hit].text[c.previous.start:end]) + 1 + words <= max_words or not spans)):
+            start, first = c.previous.start, c.previous
         # a unit that announces what follows is quoted with it (the code line or sentence it
         # introduces), when that fits
         if (whole_thoughts and announces(c.text) and c.following is not None
@@ -304,12 +337,12 @@ def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[f
                 end, last = c.following.end, c.following
                 covered.add((c.hit, c.following.start))
         text = hits[c.hit].text[start:end]
-        n = word_count(text) + 1 + (start != c.unit.start)  # the "[n]", and the dash after a term
+        n = word_count(text) + 1 + (first is c.term)  # the "[n]", and the dash after a term
         if spans and words + n > max_words:
             continue
         covered.update({(c.hit, c.unit.start), (c.hit, start)})
         spans.append(Span(c.hit, start, end, text, float(fused[i]), scores["likelihood"][i],
-                          cut_before=c.unit.cut_before, cut_after=last.cut_after))
+                          cut_before=first.cut_before, cut_after=last.cut_after))
         words += n
         if words >= max_words:
             break
