@@ -6,7 +6,7 @@ import pytest
 
 from unirag.evaluation.answers import (answers_markdown, degenerate, grounded_share, key_correct, score,
                                        summarize)
-from unirag.rag.ask import NO_ANSWER
+from unirag.rag.ask import CLOSEST, NO_ANSWER
 
 
 @pytest.mark.parametrize("text, keys, expected", [
@@ -34,6 +34,22 @@ def test_grounded_share_counts_sentences_by_the_passage_they_cite():
     assert grounded_share("Loops return values with break [2].", passages) == 0.0   # wrong passage
     assert grounded_share("Loops return values with break.", passages) == 0.0       # cites nothing
     assert grounded_share(NO_ANSWER, passages) is None                              # abstention not counted
+
+
+def test_every_sentence_of_a_quote_cites_what_the_quote_cites():
+    passages = ["Sorts are stable. That means equal keys keep their order.", "Cats sit on mats."]
+    assert grounded_share("“Sorts are stable. That means equal keys keep their order.” [1]", passages) == 1.0
+    assert grounded_share("“Sorts are stable. That means equal keys keep their order.” [2]", passages) == 0.0
+    two = "“Sorts are stable.” [1]\n“Cats sit on mats.” [2]\nDogs bark loudly."
+    assert grounded_share(two, passages) == 2 / 3  # the sentence outside the quotes cites nothing
+    closest = f"{NO_ANSWER} {CLOSEST} “Sorts are stable. That means equal keys keep their order.” [1]"
+    assert grounded_share(closest, passages) == 1.0  # the abstention's own words are not counted
+
+
+def test_an_abstention_is_not_right_even_where_its_closest_quote_holds_the_keys():
+    answer = f"{NO_ANSWER} {CLOSEST} “Sorts are guaranteed to be stable.” [1]"
+    scored = score(answer, ["stable"], ["Sorts are guaranteed to be stable."])
+    assert scored["key_correct"] == 0 and scored["abstained"] == 1 and scored["keys_shown"] == 1
 
 
 def test_score_and_summary_table():

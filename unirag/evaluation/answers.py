@@ -2,15 +2,17 @@
 
 A row of such a set has ``keys``: 1-3 lowercase strings a correct answer must contain. Per answer:
 
-- ``key_correct``: every key appears in the answer (case-insensitive), and the answer has at most
-  MAX_WORDS words, quoted evidence included, so pasting whole passages cannot pass;
+- ``key_correct``: every key appears in the answer (case-insensitive), the answer has at most
+  MAX_WORDS words, quoted evidence included, so pasting whole passages cannot pass, and it is no
+  abstention (an answer that says the documents don't say is not right, even where the closest
+  quote it shows holds the keys);
 - ``keys_shown``: every key appears somewhere in the passages shown (the ceiling retrieval leaves);
 - ``first_line``: every key appears in the answer's first line (an extractive answer's first
   quote: what a reader meets first), counted for key-correct answers only;
 - ``degenerate``: empty, cut by the loop stop, or a preamble alone ("The answer is:");
 - ``grounded``: the share of the answer's sentences whose content words come mostly (over half)
-  from the passage they cite; a sentence citing nothing is not grounded, and the abstention
-  phrase itself is not counted;
+  from the passage they cite; every sentence of a quote cites what the quote cites, a sentence
+  citing nothing is not grounded, and the abstention's own words are not counted;
 - ``abstained``: the answer is the flow's NO_ANSWER;
 - ``first_text_s`` / ``total_s``: seconds to the first non-empty piece and to the end.
 """
@@ -22,7 +24,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..rag.ask import NO_ANSWER
+from ..rag.ask import CLOSEST, NO_ANSWER
 from ..rag.attribution import SENTENCE_END, content_words
 from ..rag.sentences import word_count
 
@@ -30,6 +32,7 @@ MAX_WORDS = 60
 # "The answer is:", "Answer:", "Here is the answer to your question:" with nothing after it
 _PREAMBLE = re.compile(r"^\W*(?:here\s+is\s+)?(?:the\s+)?(?:answer|response)\b[\w\s']{0,40}?(?::|\b(?:is|are))\W*$", re.I)
 _MARKERS = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")
+_QUOTE = re.compile(r"“([^”]*)”\s*((?:\[\d+(?:\s*,\s*\d+)*\]\s*)+)")
 
 
 def has_keys(text: str, keys: Sequence[str]) -> bool:
@@ -59,7 +62,11 @@ def grounded_share(text: str, passages: Sequence[str]) -> float | None:
     the answer has no sentence with content words."""
     words_of = [content_words(p) for p in passages]
     counted = grounded = 0
-    for sentence in sentences(text.replace(NO_ANSWER, "")):
+    text = text.replace(NO_ANSWER, "").replace(CLOSEST, "")
+    # a quote of several sentences carries its citation once, after it: each of them cites it
+    quoted = [f"{sentence} {match.group(2).strip()}" for match in _QUOTE.finditer(text)
+              for sentence in sentences(match.group(1))]
+    for sentence in quoted + sentences(_QUOTE.sub("\n\n", text)):
         words = content_words(_MARKERS.sub("", sentence))
         if not words:
             continue
@@ -71,12 +78,13 @@ def grounded_share(text: str, passages: Sequence[str]) -> float | None:
 
 
 def score(text: str, keys: Sequence[str], passages: Sequence[str], looped: bool = False) -> dict[str, Any]:
-    right = key_correct(text, keys)
+    abstained = text.strip().startswith(NO_ANSWER)
+    right = key_correct(text, keys) and not abstained
     first_line = text.strip().split("\n", 1)[0]
     return {"key_correct": int(right), "keys_shown": int(has_keys("\n".join(passages), keys)),
             "first_line": int(right and has_keys(first_line, keys)),
             "degenerate": int(degenerate(text, looped)), "grounded": grounded_share(text, passages),
-            "abstained": int(text.strip().startswith(NO_ANSWER)), "words": word_count(text)}
+            "abstained": int(abstained), "words": word_count(text)}
 
 
 def _percentile(values: Sequence[float], q: float) -> float:

@@ -30,6 +30,7 @@ from .pipeline import RETRIEVAL_MODES, Hit, Turn, answer, citations, fit, retrie
 
 ANSWER_MODES = ("extractive", "generated", "both")
 NO_ANSWER = "The documents don't say."
+CLOSEST = "The closest passage:"  # what an abstention shows after NO_ANSWER, before the closest quote
 ABSTAIN_BELOW = 0.3
 ABSTAIN_ANSWER_BELOW = 0.3
 # "both" quotes less, leaving room for its generated sentence within a short answer
@@ -199,7 +200,7 @@ def _pieces(model, question: str, hits: list[Hit], ev: evidence_mod.Evidence, ab
     if abstained:
         yield NO_ANSWER
         if ev.spans:
-            yield f" The closest passage: {quote(ev.spans[0])}"
+            yield f" {CLOSEST} {quote(ev.spans[0])}"
         return
     if settings.answer in ("extractive", "both"):
         spans = evidence_mod.reading_order(ev.spans) if settings.reading_order else ev.spans
