@@ -21,6 +21,9 @@ should be known. Rows, all on the same texts in one process:
   (dynamic shapes), its one-time compile reported apart. These two rows are timed in
   alternating rounds with unirag's own embed, and print that ratio: this machine's speed drifts
   within a run.
+- with `--math-attention`: unirag's embed with attention on sdpa's math kernel (matmuls and a
+  softmax) instead of the fused flash kernel it picks on a CPU, timed in alternating rounds
+  with the default.
 - with `--budgets 512,16384`: unirag's embed with each other batch budget (`max_batch_tokens`,
   rows x longest text; the default is `UniModel.embed_batch_tokens`), each timed in
   alternating rounds with the default.
@@ -36,7 +39,7 @@ untimed warm-up then the median of `--repeats`.
 
     python benchmarks/embedding.py [--docs ../shared/data/docs/rust-book/src] [--n-texts 256]
         [--chunk-tokens 200] [--batch-size 32] [--repeats 3] [--threads N]
-        [--dynamic-int8] [--per-token-int8] [--compiled] [--budgets 512,16384]
+        [--dynamic-int8] [--per-token-int8] [--compiled] [--math-attention] [--budgets 512,16384]
         [--output runs/bench/embedding.json]
     python benchmarks/embedding.py --quick   # a smoke run: few short texts, one repeat
 """
@@ -211,6 +214,20 @@ def compiled(uni) -> float:
     return time.perf_counter() - start
 
 
+def math_attention(uni) -> float:
+    """The decoder's attention on sdpa's math kernel; returns 0 (no setup time to report)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    forward = uni.decoder.forward
+
+    def on_math_kernel(*args, **kwargs):
+        with sdpa_kernel([SDPBackend.MATH]):
+            return forward(*args, **kwargs)
+
+    uni.decoder.forward = on_math_kernel
+    return 0.0
+
+
 def make_row(engine: str, precision: str, n_texts: int, tokens: int, padded: int,
              times: tuple[float, list[float]]) -> dict:
     seconds, all_times = times
@@ -241,6 +258,7 @@ def main() -> None:
     parser.add_argument("--dynamic-int8", action="store_true", help="add the dynamic int8 Linear row")
     parser.add_argument("--per-token-int8", action="store_true", help="add the per-token int8 (torch._int_mm) row")
     parser.add_argument("--compiled", action="store_true", help="add the torch.compile row")
+    parser.add_argument("--math-attention", action="store_true", help="add the row with sdpa's math kernel")
     parser.add_argument("--budgets", default="",
                         help="comma-separated other max_batch_tokens to time against the default")
     parser.add_argument("--quick", action="store_true", help="smoke run: 4 texts of ~64 tokens, 1 repeat")
@@ -294,6 +312,9 @@ def main() -> None:
     if args.compiled:
         rows.append(swapped_model_row(args, texts, uni, uni_real, uni_padded, "unirag embed, torch.compile",
                                       uni_precision, compiled))
+    if args.math_attention:
+        rows.append(swapped_model_row(args, texts, uni, uni_real, uni_padded,
+                                      "unirag embed, attention on sdpa's math kernel", uni_precision, math_attention))
     for budget in filter(None, args.budgets.split(",")):
         rows.append(budget_row(args, texts, uni, int(budget)))
         print(f"{rows[-1]['engine']}: {rows[-1]['median_s']:.2f} s, padded tokens {rows[-1]['padded_tokens']} "
