@@ -124,7 +124,11 @@ def test_crop_to_and_length_check(tiny):
 def test_token_budget_batches():
     assert token_budget_batches([10, 10, 10, 10], None, 40) == [[0, 1, 2, 3]]
     assert token_budget_batches([10, 10, 10, 10], 3, 1000) == [[0, 1, 2], [3]]
-    assert token_budget_batches([30, 20, 10, 10, 5], None, 40) == [[0], [1, 2], [3, 4]]
+    assert token_budget_batches([30, 20, 10, 10, 5], None, 40, min_fill=0) == [[0], [1, 2], [3, 4]]
+    # a row under 3/4 of its batch's longest starts a new one: little padding
+    assert token_budget_batches([30, 20, 10, 10, 5], None, 40) == [[0], [1], [2, 3], [4]]
+    assert token_budget_batches([100, 80, 75, 74, 60], None, None) == [[0, 1, 2], [3, 4]]
+    assert token_budget_batches([100] * 5, 2, None) == [[0, 1], [2, 3], [4]]
     assert token_budget_batches([100, 3], None, 50) == [[0], [1]]  # over budget alone: own batch
     assert token_budget_batches([], 4, 10) == []
 

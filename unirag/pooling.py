@@ -59,17 +59,27 @@ def encode(text_ids: list[int], pooling: str, head: list[int], suffix_ids: list[
     return Encoded(full, len(head) + len(ids), len(full), truncated)
 
 
-def token_budget_batches(lengths: Sequence[int], max_rows: int | None, max_tokens: int) -> list[list[int]]:
+MIN_FILL = 0.75  # a row joins a batch only at this share of the batch's longest row, or more
+
+
+def token_budget_batches(lengths: Sequence[int], max_rows: int | None, max_tokens: int | None,
+                         min_fill: float = MIN_FILL) -> list[list[int]]:
     """Cut positions 0..n-1 (lengths sorted longest first) into consecutive batches of at most
     `max_rows` rows whose padded size, rows x the first (longest) length, stays within
-    `max_tokens`; a text longer than the budget gets a batch of its own."""
+    `max_tokens` (None: no limit); a text longer than the budget gets a batch of its own.
+
+    A row shorter than `min_fill` x the batch's longest starts a new batch: each row then pads by
+    at most a quarter of its batch's width. Why: texts of very different lengths in one batch (a
+    question and sentences of 5 to 100 tokens) spend most of the pass on padding, and a few more,
+    smaller batches cost less."""
     if max_rows is not None and max_rows < 1:
         raise UniragError("batch_size must be at least 1")
     batches: list[list[int]] = []
     for i in range(len(lengths)):
         batch = batches[-1] if batches else None
         if (batch and (max_rows is None or len(batch) < max_rows)
-                and lengths[batch[0]] * (len(batch) + 1) <= max_tokens):
+                and (max_tokens is None or lengths[batch[0]] * (len(batch) + 1) <= max_tokens)
+                and lengths[i] >= min_fill * lengths[batch[0]]):
             batch.append(i)
         else:
             batches.append([i])

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from .errors import UniragError
+from .pooling import token_budget_batches
 
 Pair = tuple[list[int], list[int]]  # (context token ids, continuation token ids)
 
@@ -34,8 +35,9 @@ def loglikelihoods(model: Any, pairs: Sequence[Pair], batch_size: int = 16,
     """For each (context ids, continuation ids): (sum of log p(continuation | context), is_greedy).
 
     ``is_greedy`` is True when every continuation token is the argmax prediction. Pairs are sorted
-    longest first and run ``batch_size`` at a time, right-padded (with causal attention, padding
-    after the real tokens cannot change them). Like the harness, an input longer than the context
+    longest first and run at most ``batch_size`` at a time, in batches of similar lengths
+    (`token_budget_batches`), right-padded (with causal attention, padding after the real tokens
+    cannot change them). Like the harness, an input longer than the context
     window keeps its last ``context_window + 1`` tokens.
     """
     max_len = int(model.context_window)
@@ -50,7 +52,8 @@ def loglikelihoods(model: Any, pairs: Sequence[Pair], batch_size: int = 16,
         prepared.append((full[:-1], full[len(full) - n_cont:]))
     out: list[tuple[float, bool]] = [(0.0, True)] * len(pairs)  # an empty continuation scores 0
     order = sorted((i for i, (inp, _) in enumerate(prepared) if inp), key=lambda i: -len(prepared[i][0]))
-    batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+    cuts = token_budget_batches([len(prepared[i][0]) for i in order], batch_size, None)
+    batches = [[order[j] for j in cut] for cut in cuts]
     if show_progress:
         from tqdm.auto import tqdm
 
