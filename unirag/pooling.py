@@ -90,7 +90,8 @@ def padded_batch(items: Sequence[Encoded], pad_id: int) -> tuple[torch.Tensor, t
     """Right-padded (input ids, attention mask, pooling weights), each rows x longest length.
 
     With causal attention and right padding, padding comes after every real token, so it can
-    never change a real token's hidden state: a text embeds the same alone or batched.
+    never change a real token's hidden state: a text embeds the same alone or batched, up to the
+    rounding of matmuls of other shapes (bf16 on a CPU: a few 1e-3 in a unit vector).
     """
     length = max(len(e.ids) for e in items)
     ids = torch.full((len(items), length), pad_id, dtype=torch.long)

@@ -244,8 +244,8 @@ class UniModel:
         return vector, PrefixCache(list(encoded.ids), cache, self.autocast_dtype)
 
     def _embed_batch(self, items: list[Encoded], cache=None) -> np.ndarray:
-        """Right-pad (a text embeds the same alone or batched: `pooling.padded_batch`), run the
-        decoder stack without the LM head, pool each row's own slice.
+        """Right-pad (a text embeds the same alone or batched, up to rounding:
+        `pooling.padded_batch`), run the decoder stack without the LM head, pool each row's own slice.
 
         A `cache` (one row only) is filled with the pass's keys and values.
         """
