@@ -70,8 +70,7 @@ def token_budget_batches(lengths: Sequence[int], max_rows: int | None, max_token
 
     A row shorter than `min_fill` x the batch's longest starts a new batch: each row then pads by
     at most a quarter of its batch's width. Why: texts of very different lengths in one batch (a
-    question and sentences of 5 to 100 tokens) spend most of the pass on padding, and a few more,
-    smaller batches cost less."""
+    question and the sentences of its evidence) would spend much of the pass on padding."""
     if max_rows is not None and max_rows < 1:
         raise UniragError("batch_size must be at least 1")
     batches: list[list[int]] = []
@@ -91,7 +90,7 @@ def padded_batch(items: Sequence[Encoded], pad_id: int) -> tuple[torch.Tensor, t
 
     With causal attention and right padding, padding comes after every real token, so it can
     never change a real token's hidden state: a text embeds the same alone or batched, up to the
-    rounding of matmuls of other shapes (bf16 on a CPU: a few 1e-3 in a unit vector).
+    rounding of matmuls of other shapes.
     """
     length = max(len(e.ids) for e in items)
     ids = torch.full((len(items), length), pad_id, dtype=torch.long)

@@ -254,24 +254,31 @@ def test_the_draft_fits_the_context_window(tiny):
     assert isinstance(draft_answer(tiny, "How does a loop return a value?", many), str)
 
 
-@pytest.mark.parametrize("text, term", [
-    ("os.path.expanduser(path)\n\nOn Unix, return the argument with ~ replaced.", "os.path.expanduser(path)"),
-    ("Warning\n\nThe shlex module is only designed for Unix shells.", "Warning"),
-    ("Loops run code again.\n\nYou can also return from a loop.", None),        # a sentence, not a term
-    ("Source code: Lib/csv.py\n\nThe CSV format is common.", None),            # a "label: value" line
-    ("- first item\n\nThe list ends here.", None),                             # a list item
-    ("</Listing>\n\nAs a result, s will contain lol.", None),                  # markup says nothing
-    ("list.append(x)\nAdd an item to the end of the list.", None),             # not a paragraph of its own
-    ("Table 3-2\n\n| Number | Example |", None),                               # the body is no sentence
-    ("suffix=None, dir=None)\n\nReturn a file-like object.", None),            # a signature cut by the edge
+# what whole thoughts quote before a unit (here the text's last): the term a definition opens
+# with, or the sentence that a unit pointing back refers to
+@pytest.mark.parametrize("finder, text, expected", [
+    ("term_of", "os.path.expanduser(path)\n\nOn Unix, return the argument with ~ replaced.", "os.path.expanduser(path)"),
+    ("term_of", "Warning\n\nThe shlex module is only designed for Unix shells.", "Warning"),
+    ("term_of", "Loops run code again.\n\nYou can also return from a loop.", None),        # a sentence, not a term
+    ("term_of", "Source code: Lib/csv.py\n\nThe CSV format is common.", None),            # a "label: value" line
+    ("term_of", "- first item\n\nThe list ends here.", None),                             # a list item
+    ("term_of", "</Listing>\n\nAs a result, s will contain lol.", None),                  # markup says nothing
+    ("term_of", "list.append(x)\nAdd an item to the end of the list.", None),             # not a paragraph of its own
+    ("term_of", "Table 3-2\n\n| Number | Example |", None),                               # the body is no sentence
+    ("term_of", "suffix=None, dir=None)\n\nReturn a file-like object.", None),            # a signature cut by the edge
+    ("sentence_before", "Sorts are stable. That means order is kept.", "Sorts are stable."),
+    ("sentence_before", "Sorts are stable.\n\nThat means order is kept.", None),          # another paragraph
+    ("sentence_before", "```\nsorted(x)\n```\nThat means order is kept.", None),          # code, not a sentence
+    ("sentence_before", "order is kept. That means the sort is stable.", None),           # a tail the chunk's edge cut
+    ("sentence_before", "That means order is kept.", None),                               # nothing before
 ])
-def test_term_of_finds_the_name_a_definition_opens_with(text, term):
-    from unirag.rag.evidence import term_of
+def test_whole_thoughts_find_the_unit_quoted_before_one(finder, text, expected):
+    from unirag.rag import evidence
     from unirag.rag.sentences import split_units
 
     units = split_units(text)
-    found = term_of(text, units, len(units) - 1)
-    assert (found and text[found.start:found.end]) == term
+    found = getattr(evidence, finder)(text, units, len(units) - 1)
+    assert (found and text[found.start:found.end]) == expected
 
 
 def test_a_definitions_first_sentence_is_quoted_with_its_term(tiny):
@@ -302,22 +309,6 @@ def test_points_back_reads_the_opening_words(text, expected):
     from unirag.rag.evidence import points_back
 
     assert points_back(text) is expected
-
-
-@pytest.mark.parametrize("text, before", [
-    ("Sorts are stable. That means order is kept.", "Sorts are stable."),
-    ("Sorts are stable.\n\nThat means order is kept.", None),          # another paragraph
-    ("```\nsorted(x)\n```\nThat means order is kept.", None),          # code, not a sentence
-    ("order is kept. That means the sort is stable.", None),           # a tail the chunk's edge cut
-    ("That means order is kept.", None),                               # nothing before
-])
-def test_sentence_before_is_the_whole_prose_sentence_of_the_same_paragraph(text, before):
-    from unirag.rag.evidence import sentence_before
-    from unirag.rag.sentences import split_units
-
-    units = split_units(text)
-    found = sentence_before(text, units, len(units) - 1)
-    assert (found and text[found.start:found.end]) == before
 
 
 def test_a_unit_that_points_back_is_quoted_with_the_sentence_before_it(tiny):
