@@ -2,12 +2,14 @@
 selection and the LM evaluation share.
 
 `loglikelihoods` scores continuations after contexts in right-padded batches, running the LM head
-only where a continuation token is predicted. `question_logprobs` is query likelihood (UPR):
-how likely the model finds a question after a passage.
+only where a continuation token is predicted. `shared_context_loglikelihoods` does the same for
+continuations that all follow one context, which then runs once. `question_logprobs` is query
+likelihood (UPR): how likely the model finds a question after a passage.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,11 +22,14 @@ Pair = tuple[list[int], list[int]]  # (context token ids, continuation token ids
 
 
 def logits_at(model: Any, ids: torch.Tensor, attention: torch.Tensor,
-                       rows: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-    """float32 logits at (row, position) pairs only: the LM head runs on the selected states only."""
+              rows: torch.Tensor, positions: torch.Tensor, cache: Any = None) -> torch.Tensor:
+    """float32 logits at (row, position) pairs only: the LM head runs on the selected states only.
+
+    With a `cache` (keys and values of earlier positions, one row per batch row), `ids` continue
+    it and `attention` covers the cached positions too; `positions` index `ids`."""
     lm_head = model.model.get_output_embeddings()
     with model.forward_context():
-        states = model.hidden_states(ids.to(model.device), attention.to(model.device))
+        states = model.hidden_states(ids.to(model.device), attention.to(model.device), cache)
         picked = states[rows.to(model.device), positions.to(model.device)]
         logits = lm_head(picked)
     return logits.float().cpu()
@@ -78,6 +83,57 @@ def loglikelihoods(model: Any, pairs: Sequence[Pair], batch_size: int = 16,
         greedy = logits.argmax(-1) == target_t
         for i, (a, b) in zip(batch, spans):
             out[i] = (float(token_lp[a:b].sum()), bool(greedy[a:b].all()))
+    return out
+
+
+def shared_context_loglikelihoods(model: Any, context: list[int], continuations: Sequence[list[int]],
+                                  batch_size: int = 16) -> list[tuple[float, bool]]:
+    """`loglikelihoods` of (context, continuation) pairs that share one context, up to rounding.
+
+    Why: evidence selection scores tens of short units after one question ("Question: ...
+    Answer:"), a context often longer than the units themselves. Causal attention gives the
+    context the same keys and values before every continuation, so it runs once; each batch of
+    continuations then runs on a copy of its KV cache. Pairs too long for the context window,
+    or an empty context, go to `loglikelihoods`, which cuts them as the harness does.
+    """
+    from transformers import DynamicCache
+
+    longest = max((len(c) for c in continuations), default=0)
+    if not context or len(context) + longest > model.context_window:
+        return loglikelihoods(model, [(context, c) for c in continuations], batch_size)
+    out: list[tuple[float, bool]] = [(0.0, True)] * len(continuations)  # an empty continuation scores 0
+    cache = DynamicCache(config=model.model.config)
+    # the context's last position predicts every continuation's first token
+    first = logits_at(model, torch.tensor([context]), torch.ones(1, len(context), dtype=torch.long),
+                      torch.tensor([0]), torch.tensor([len(context) - 1]), cache)[0]
+    first_lp = torch.log_softmax(first, dim=-1)
+    order = sorted((i for i, c in enumerate(continuations) if c), key=lambda i: -len(continuations[i]))
+    cuts = token_budget_batches([len(continuations[i]) for i in order], batch_size, None)
+    for batch in ([order[j] for j in cut] for cut in cuts):
+        length = max(len(continuations[i]) for i in batch)
+        ids = torch.full((len(batch), length), model.pad_id, dtype=torch.long)
+        attention = torch.zeros((len(batch), len(context) + length), dtype=torch.long)
+        attention[:, :len(context)] = 1
+        rows, positions, targets, spans = [], [], [], []
+        for row, i in enumerate(batch):
+            cont = continuations[i]
+            ids[row, :len(cont)] = torch.tensor(cont)
+            attention[row, len(context):len(context) + len(cont)] = 1
+            spans.append((len(targets), len(targets) + len(cont) - 1))
+            rows += [row] * (len(cont) - 1)  # position p of the continuation predicts token p + 1
+            positions += range(len(cont) - 1)
+            targets += cont[1:]
+        batch_cache = copy.deepcopy(cache)
+        batch_cache.batch_repeat_interleave(len(batch))
+        logits = logits_at(model, ids, attention, torch.tensor(rows, dtype=torch.long),
+                           torch.tensor(positions, dtype=torch.long), batch_cache)
+        target_t = torch.tensor(targets, dtype=torch.long)
+        token_lp = torch.log_softmax(logits, dim=-1).gather(1, target_t[:, None])[:, 0]
+        greedy = logits.argmax(-1) == target_t
+        for i, (a, b) in zip(batch, spans):
+            head = continuations[i][0]
+            out[i] = (float(first_lp[head]) + float(token_lp[a:b].sum()),
+                      bool(int(first.argmax()) == head and bool(greedy[a:b].all())))
     return out
 
 

@@ -32,6 +32,24 @@ def direct_loglikelihood(uni, context, continuation):
     return sum(float(logprobs[len(ctx) + j - 1, tok]) for j, tok in enumerate(cont))
 
 
+@pytest.mark.parametrize("continuations, batch_size", [
+    ([" on the mat", " in the park", " here"], 3),   # one right-padded batch of three lengths
+    ([" on the mat", " in the park", " here"], 1),   # one continuation per batch
+    ([" on", " a very much longer continuation than the others", ""], 2),  # one-token and empty ones
+])
+def test_shared_context_scores_as_separate_pairs(tiny, continuations, batch_size):
+    """The context's KV cache, run once and copied per batch, gives each continuation the score
+    that scoring it after its own copy of the context gives, and the same greedy flags."""
+    from unirag.scoring import shared_context_loglikelihoods
+
+    encode = lambda text: tiny.tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
+    context, conts = encode("Question: Where did the cat sit?\nAnswer:"), [encode(c) for c in continuations]
+    got = shared_context_loglikelihoods(tiny, context, conts, batch_size=batch_size)
+    expected = lm.loglikelihoods(tiny, [(context, c) for c in conts], batch_size=1)
+    assert [ll for ll, _ in got] == pytest.approx([ll for ll, _ in expected], abs=1e-4)
+    assert [g for _, g in got] == [g for _, g in expected]
+
+
 def test_encode_pair_moves_trailing_space_to_continuation(tiny):
     tok = tiny.tokenizer
     ctx, cont = lm.encode_pair(tok, "The cat sat ", "on the mat.")

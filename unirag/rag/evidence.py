@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..scoring import PROMPT, loglikelihoods
+from ..scoring import PROMPT, loglikelihoods, shared_context_loglikelihoods
 from .attribution import content_words
 from .loops import until_repeat
 from .pipeline import fit
@@ -213,7 +213,7 @@ def _ranks(values: Sequence[float]) -> np.ndarray:
 
 
 def _mean_logprobs(model, context_ids: list[int], continuations: Sequence[list[int]]) -> list[float]:
-    scores = loglikelihoods(model, [(context_ids, ids) for ids in continuations], batch_size=16)
+    scores = shared_context_loglikelihoods(model, context_ids, continuations, batch_size=16)
     return [total / max(len(ids), 1) for (total, _), ids in zip(scores, continuations)]
 
 
