@@ -9,8 +9,10 @@ fixed list of questions (the first `--n` of a question set) this runs `unirag.ra
 
 Variants (`--variants`, the names `unirag eval rag --variants` takes; unirag/evaluation/rag.py):
 "chunks" generates from the three whole chunks, as the flow did before evidence selection; the
-others quote evidence and/or generate from it. Each variant runs over the same questions, one
-after the other, in one process.
+others quote evidence and/or generate from it. Each variant runs over the same questions in one
+process, interleaved: every question is asked of each variant in turn, the order reversed from
+one question to the next, so that a machine whose speed drifts during the run slows every
+variant alike.
 
     python benchmarks/ask_latency.py --db runs/db --collection rust [--n 20]
         [--variants chunks,default] [--output runs/bench/ask_latency.json]
@@ -81,7 +83,10 @@ def main() -> None:
     questions = [q.question for q in load_questions(args.questions)[:args.n]]
     variants = answer_variants(args.variants)
     one_ask(model, collection, questions[0], next(iter(variants.values())))  # warm-up: BM25 index, first calls
-    runs = {label: [one_ask(model, collection, q, settings) for q in questions] for label, settings in variants.items()}
+    runs: dict[str, list[dict]] = {label: [] for label in variants}
+    for i, question in enumerate(questions):
+        for label in (list(variants) if i % 2 == 0 else list(variants)[::-1]):
+            runs[label].append(one_ask(model, collection, question, variants[label]))
     first = next(iter(runs.values()))
     rows = [summarise(label, r, first) for label, r in runs.items()]
     print(markdown_table(HEADERS, [[r["variant"], r["questions"], r["p50_first_text_s"], r["p95_first_text_s"],

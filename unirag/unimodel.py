@@ -15,6 +15,8 @@ copy generated tokens read), `lean_step.py` (a generated token over it, for Llam
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import logging
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -265,8 +267,15 @@ class UniModel:
 
         No KV cache is built unless one is passed (transformers would otherwise make one).
         """
-        return self.decoder(input_ids=input_ids, attention_mask=attention_mask, past_key_values=cache,
+        return self.decoder(input_ids=input_ids, attention_mask=attention_mask, **{self._cache_keyword: cache},
                             use_cache=cache is not None).last_hidden_state
+
+    @functools.cached_property
+    def _cache_keyword(self) -> str:
+        """The name the decoder's forward takes a KV cache under. transformers 5.x renames
+        `past_key_values` to `cache` and drops the old name in 5.40; the project supports every
+        5.x, so it passes the one this release declares."""
+        return "cache" if "cache" in inspect.signature(type(self.decoder).forward).parameters else "past_key_values"
 
     # ------------------------------------------------------------------ generation
     def prompt_ids(self, prompt: str | Messages, system: str | None = None) -> list[int]:
@@ -459,4 +468,4 @@ class UniModel:
         forward = self.decoder if step == 0 else self._decode_step
         with self._autocast() if autocast else contextlib.nullcontext(), \
                 self.decode_copy.steps() if quantized else contextlib.nullcontext():
-            return forward(input_ids=step_input, past_key_values=cache, use_cache=True).last_hidden_state
+            return forward(input_ids=step_input, **{self._cache_keyword: cache}, use_cache=True).last_hidden_state
