@@ -35,6 +35,38 @@ def logits_at(model: Any, ids: torch.Tensor, attention: torch.Tensor,
     return logits.float().cpu()
 
 
+def _scored_batch(model: Any, rows: Sequence[tuple[list[int], list[int]]], cache: Any = None,
+                  cached: int = 0) -> list[tuple[float, bool]]:
+    """One right-padded pass over rows of (input ids, targets), each row's targets being the
+    tokens its last len(targets) positions predict: (sum of their log-probabilities, all greedy).
+    With a `cache` of `cached` earlier positions (one row per batch row), the inputs continue it."""
+    length = max(len(inp) for inp, _ in rows)
+    ids = torch.full((len(rows), length), model.pad_id, dtype=torch.long)
+    attention = torch.zeros((len(rows), cached + length), dtype=torch.long)
+    attention[:, :cached] = 1
+    picked_rows, positions, targets, spans = [], [], [], []
+    for row, (inp, tgt) in enumerate(rows):
+        ids[row, :len(inp)] = torch.tensor(inp)
+        attention[row, cached:cached + len(inp)] = 1
+        spans.append((len(targets), len(targets) + len(tgt)))
+        picked_rows += [row] * len(tgt)
+        positions += range(len(inp) - len(tgt), len(inp))  # logits at position p predict token p + 1
+        targets += tgt
+    logits = logits_at(model, ids, attention, torch.tensor(picked_rows, dtype=torch.long),
+                       torch.tensor(positions, dtype=torch.long), cache)
+    target_t = torch.tensor(targets, dtype=torch.long)
+    token_lp = torch.log_softmax(logits, dim=-1).gather(1, target_t[:, None])[:, 0]
+    greedy = logits.argmax(-1) == target_t
+    return [(float(token_lp[a:b].sum()), bool(greedy[a:b].all())) for a, b in spans]
+
+
+def _similar_length_batches(inputs: Sequence[list[int]], batch_size: int) -> list[list[int]]:
+    """Indices of the non-empty inputs, longest first, in batches of similar lengths."""
+    order = sorted((i for i, inp in enumerate(inputs) if inp), key=lambda i: -len(inputs[i]))
+    return [[order[j] for j in cut]
+            for cut in token_budget_batches([len(inputs[i]) for i in order], batch_size, None)]
+
+
 def loglikelihoods(model: Any, pairs: Sequence[Pair], batch_size: int = 16,
                    show_progress: bool = False) -> list[tuple[float, bool]]:
     """For each (context ids, continuation ids): (sum of log p(continuation | context), is_greedy).
@@ -46,7 +78,6 @@ def loglikelihoods(model: Any, pairs: Sequence[Pair], batch_size: int = 16,
     window keeps its last ``context_window + 1`` tokens.
     """
     max_len = int(model.context_window)
-    pad_id = model.pad_id
     prepared = []  # (input ids, targets): input = (ctx + cont)[-(max_len+1):][:-1]
     for ctx, cont in pairs:
         if not cont:
@@ -56,33 +87,14 @@ def loglikelihoods(model: Any, pairs: Sequence[Pair], batch_size: int = 16,
         n_cont = min(len(cont), len(full) - 1)
         prepared.append((full[:-1], full[len(full) - n_cont:]))
     out: list[tuple[float, bool]] = [(0.0, True)] * len(pairs)  # an empty continuation scores 0
-    order = sorted((i for i, (inp, _) in enumerate(prepared) if inp), key=lambda i: -len(prepared[i][0]))
-    cuts = token_budget_batches([len(prepared[i][0]) for i in order], batch_size, None)
-    batches = [[order[j] for j in cut] for cut in cuts]
+    batches = _similar_length_batches([inp for inp, _ in prepared], batch_size)
     if show_progress:
         from tqdm.auto import tqdm
 
         batches = tqdm(batches, desc="log-likelihood", unit="batch")
     for batch in batches:
-        length = max(len(prepared[i][0]) for i in batch)
-        ids = torch.full((len(batch), length), pad_id, dtype=torch.long)
-        attention = torch.zeros((len(batch), length), dtype=torch.long)
-        rows, positions, targets, spans = [], [], [], []
-        for row, i in enumerate(batch):
-            inp, tgt = prepared[i]
-            ids[row, :len(inp)] = torch.tensor(inp)
-            attention[row, :len(inp)] = 1
-            start = len(inp) - len(tgt)  # logits at position p predict token p + 1
-            spans.append((len(targets), len(targets) + len(tgt)))
-            rows += [row] * len(tgt)
-            positions += range(start, len(inp))
-            targets += tgt
-        logits = logits_at(model, ids, attention, torch.tensor(rows), torch.tensor(positions))
-        target_t = torch.tensor(targets)
-        token_lp = torch.log_softmax(logits, dim=-1).gather(1, target_t[:, None])[:, 0]
-        greedy = logits.argmax(-1) == target_t
-        for i, (a, b) in zip(batch, spans):
-            out[i] = (float(token_lp[a:b].sum()), bool(greedy[a:b].all()))
+        for i, scored in zip(batch, _scored_batch(model, [prepared[i] for i in batch])):
+            out[i] = scored
     return out
 
 
@@ -101,39 +113,19 @@ def shared_context_loglikelihoods(model: Any, context: list[int], continuations:
     longest = max((len(c) for c in continuations), default=0)
     if not context or len(context) + longest > model.context_window:
         return loglikelihoods(model, [(context, c) for c in continuations], batch_size)
-    out: list[tuple[float, bool]] = [(0.0, True)] * len(continuations)  # an empty continuation scores 0
     cache = DynamicCache(config=model.model.config)
-    # the context's last position predicts every continuation's first token
+    # the context's last position predicts every continuation's first token; its pass fills the cache
     first = logits_at(model, torch.tensor([context]), torch.ones(1, len(context), dtype=torch.long),
                       torch.tensor([0]), torch.tensor([len(context) - 1]), cache)[0]
-    first_lp = torch.log_softmax(first, dim=-1)
-    order = sorted((i for i, c in enumerate(continuations) if c), key=lambda i: -len(continuations[i]))
-    cuts = token_budget_batches([len(continuations[i]) for i in order], batch_size, None)
-    for batch in ([order[j] for j in cut] for cut in cuts):
-        length = max(len(continuations[i]) for i in batch)
-        ids = torch.full((len(batch), length), model.pad_id, dtype=torch.long)
-        attention = torch.zeros((len(batch), len(context) + length), dtype=torch.long)
-        attention[:, :len(context)] = 1
-        rows, positions, targets, spans = [], [], [], []
-        for row, i in enumerate(batch):
-            cont = continuations[i]
-            ids[row, :len(cont)] = torch.tensor(cont)
-            attention[row, len(context):len(context) + len(cont)] = 1
-            spans.append((len(targets), len(targets) + len(cont) - 1))
-            rows += [row] * (len(cont) - 1)  # position p of the continuation predicts token p + 1
-            positions += range(len(cont) - 1)
-            targets += cont[1:]
+    first_lp, first_greedy = torch.log_softmax(first, dim=-1), int(first.argmax())
+    out = [(float(first_lp[c[0]]), first_greedy == c[0]) if c else (0.0, True) for c in continuations]
+    rows = [(list(c[:-1]), list(c[1:])) for c in continuations]  # each later token after the cache
+    for batch in _similar_length_batches([inp for inp, _ in rows], batch_size):
         batch_cache = copy.deepcopy(cache)
         batch_cache.batch_repeat_interleave(len(batch))
-        logits = logits_at(model, ids, attention, torch.tensor(rows, dtype=torch.long),
-                           torch.tensor(positions, dtype=torch.long), batch_cache)
-        target_t = torch.tensor(targets, dtype=torch.long)
-        token_lp = torch.log_softmax(logits, dim=-1).gather(1, target_t[:, None])[:, 0]
-        greedy = logits.argmax(-1) == target_t
-        for i, (a, b) in zip(batch, spans):
-            head = continuations[i][0]
-            out[i] = (float(first_lp[head]) + float(token_lp[a:b].sum()),
-                      bool(int(first.argmax()) == head and bool(greedy[a:b].all())))
+        for i, (total, greedy) in zip(batch, _scored_batch(model, [rows[i] for i in batch], batch_cache,
+                                                           len(context))):
+            out[i] = (out[i][0] + total, out[i][1] and greedy)
     return out
 
 
