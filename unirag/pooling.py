@@ -25,12 +25,15 @@ POOLINGS = ("eos", "mean", "last", "echo")
 
 @dataclass
 class Encoded:
-    """One text ready for the model: token ids and the slice of positions to pool over."""
+    """One text ready for the model: token ids, the slice of positions to pool over, and the
+    slice that holds the text's own tokens (its first copy, for echo)."""
 
     ids: list[int]
     pool_start: int
     pool_end: int
     truncated: bool
+    text_start: int = 0
+    text_end: int = 0
 
 
 def encode(text_ids: list[int], pooling: str, head: list[int], suffix_ids: list[int], max_length: int,
@@ -46,17 +49,18 @@ def encode(text_ids: list[int], pooling: str, head: list[int], suffix_ids: list[
     ids = text_ids[:budget]
     if not ids:  # an empty text still gets one position to pool
         ids = [pad_id] if pooling != "eos" else []
+    text = (len(head), len(head) + len(ids))
     if pooling == "eos":
         full = head + ids + suffix_ids
-        return Encoded(full, len(full) - 1, len(full), truncated)
+        return Encoded(full, len(full) - 1, len(full), truncated, *text)
     if pooling == "last":
         full = head + ids
-        return Encoded(full, len(full) - 1, len(full), truncated)
+        return Encoded(full, len(full) - 1, len(full), truncated, *text)
     if pooling == "mean":
         full = head + ids
-        return Encoded(full, len(head), len(full), truncated)
+        return Encoded(full, len(head), len(full), truncated, *text)
     full = head + ids + ids  # echo
-    return Encoded(full, len(head) + len(ids), len(full), truncated)
+    return Encoded(full, len(head) + len(ids), len(full), truncated, *text)
 
 
 MIN_FILL = 0.75  # a row joins a batch only at this share of the batch's longest row, or more

@@ -3,20 +3,23 @@ selection and the LM evaluation share.
 
 `loglikelihoods` scores continuations after contexts in right-padded batches, running the LM head
 only where a continuation token is predicted. `shared_context_loglikelihoods` does the same for
-continuations that all follow one context, which then runs once. `question_logprobs` is query
-likelihood (UPR): how likely the model finds a question after a passage.
+continuations that all follow one context, which then runs once. `read` embeds texts and scores
+what follows them in the same pass. `question_logprobs` is query likelihood (UPR): how likely the
+model finds a question after a passage.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
 import torch
 
 from .errors import UniragError
-from .pooling import token_budget_batches
+from .pooling import padded_batch, pooled, token_budget_batches
 
 Pair = tuple[list[int], list[int]]  # (context token ids, continuation token ids)
 
@@ -127,6 +130,63 @@ def shared_context_loglikelihoods(model: Any, context: list[int], continuations:
                                                            len(context))):
             out[i] = (out[i][0] + total, out[i][1] and greedy)
     return out
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What `read` gives, one entry per text."""
+
+    vectors: np.ndarray  # (n, hidden) float32, L2-normalised: each text's embedding, as `embed` gives it
+    likelihood: list[float]  # mean log-probability of the targets after the text and the prompt
+    # mean log-probability of the text's own tokens after its first (at most `own_tokens` tokens),
+    # with nothing before the text: how likely its words are alone; 0.0 for a one-token text
+    own: list[float]
+
+
+def read(model: Any, texts: Sequence[str], prompt: list[int], targets: list[int], own_tokens: int,
+         batch_size: int = 16) -> Reading:
+    """Embed each text and score `targets` after it and `prompt`, in one pass per text.
+
+    Why: evidence selection needs three things of every unit: its embedding, how likely the
+    question is after it, and how likely its own words are alone. Each row is laid out as `embed`
+    lays the text out ([text, EOS] with EOS pooling) and continued by `prompt` and `targets`. With
+    causal attention nothing that follows changes the states the embedding pools, so the vector
+    is `embed`'s up to the rounding of other shapes; the LM head read at the targets' positions
+    gives their likelihood, and read at the text's own positions, theirs. Three passes become one.
+    """
+    encoded = model.embedding_inputs(texts)
+    tail = list(prompt) + list(targets)
+    rows = [e.ids + tail for e in encoded]
+    vectors = np.zeros((len(texts), model.model.config.hidden_size), dtype=np.float32)
+    likelihood, own = [0.0] * len(texts), [0.0] * len(texts)
+    lm_head = model.model.get_output_embeddings()
+    for batch in _similar_length_batches(rows, batch_size):
+        ids, attention, pool = padded_batch([replace(encoded[i], ids=rows[i]) for i in batch], model.pad_id)
+        picked_rows, positions, tokens, spans = [], [], [], []
+        for row, i in enumerate(batch):
+            e, full = encoded[i], rows[i]
+            stop = min(e.text_end, e.text_start + own_tokens)
+            first = len(tokens)
+            # logits at position p predict token p + 1
+            positions += range(len(full) - len(targets) - 1, len(full) - 1)
+            tokens += targets
+            middle = len(tokens)
+            positions += range(e.text_start, stop - 1)
+            tokens += full[e.text_start + 1:stop]
+            picked_rows += [row] * (len(tokens) - first)
+            spans.append((i, first, middle, len(tokens)))
+        with model.forward_context():
+            states = model.hidden_states(ids.to(model.device), attention.to(model.device))
+            logits = lm_head(states[torch.tensor(picked_rows, dtype=torch.long, device=model.device),
+                                    torch.tensor(positions, dtype=torch.long, device=model.device)])
+        vectors[batch] = pooled(states, pool)
+        token_lp = torch.log_softmax(logits.float().cpu(), dim=-1).gather(
+            1, torch.tensor(tokens, dtype=torch.long)[:, None])[:, 0]
+        for i, first, middle, last in spans:
+            likelihood[i] = float(token_lp[first:middle].mean()) if middle > first else 0.0
+            own[i] = float(token_lp[middle:last].mean()) if last > middle else 0.0
+    vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    return Reading(vectors, likelihood, own)
 
 
 PROMPT = "Passage: {passage}\nPlease write a question based on this passage.\nQuestion:"

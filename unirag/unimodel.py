@@ -197,6 +197,11 @@ class UniModel:
                         n_truncated, len(texts), self.max_length)
         return pooling, encoded
 
+    def embedding_inputs(self, texts: Sequence[str]) -> list[Encoded]:
+        """The token layout `embed(texts)` runs, default pooling and no instruction: for a pass
+        that embeds the texts and continues them (`scoring.read`)."""
+        return self._prepare(texts, None, None)[1]
+
     def embed(self, texts: str | Sequence[str], pooling: str | None = None, batch_size: int | None = 32,
               instruction: str | None = None, normalize: bool = True, show_progress: bool = False,
               max_batch_tokens: int | None = None) -> np.ndarray:

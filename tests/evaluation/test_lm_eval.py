@@ -3,6 +3,7 @@
 import json
 import math
 
+import numpy as np
 import pytest
 import torch
 import typer
@@ -48,6 +49,39 @@ def test_shared_context_scores_as_separate_pairs(tiny, continuations, batch_size
     expected = lm.loglikelihoods(tiny, [(context, c) for c in conts], batch_size=1)
     assert [ll for ll, _ in got] == pytest.approx([ll for ll, _ in expected], abs=1e-4)
     assert [g for _, g in got] == [g for _, g in expected]
+
+
+READ_TEXTS = ["The cat sat on the mat and looked at the door.", "Dogs bark.", "A", ""]
+
+
+@pytest.mark.parametrize("pooling, batch_size, own_tokens", [
+    ("eos", 4, 48),   # one right-padded batch; the empty text is the likelihood's baseline row
+    ("eos", 1, 48),   # one text per batch
+    ("eos", 4, 3),    # own tokens cut short
+    ("mean", 2, 48),  # another pooling lays the text out another way
+    ("echo", 4, 48),  # the text twice: its own tokens are the first copy
+])
+def test_read_gives_the_separate_passes_scores(tiny, monkeypatch, pooling, batch_size, own_tokens):
+    """One pass per text gives the embedding `embed` gives, the targets' likelihood after the text
+    as laid out and the prompt, and the text's own tokens' likelihood after its first, each as
+    its own pass gives it."""
+    from unirag.scoring import read
+
+    monkeypatch.setattr(tiny, "default_pooling", pooling)
+    encode = lambda text: tiny.tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
+    prompt, targets = encode("\nQuestion:"), encode(" Where did the cat sit?")
+    got = read(tiny, READ_TEXTS, prompt, targets, own_tokens, batch_size=batch_size)
+    np.testing.assert_allclose(got.vectors, tiny.embed(READ_TEXTS), atol=1e-4)
+    layouts = tiny.embedding_inputs(READ_TEXTS)
+    expected = lm.loglikelihoods(tiny, [(e.ids + prompt, targets) for e in layouts], batch_size=1)
+    assert got.likelihood == pytest.approx([ll / len(targets) for ll, _ in expected], abs=1e-4)
+    for e, own in zip(layouts, got.own):
+        stop = min(e.text_end, e.text_start + own_tokens)
+        if stop - e.text_start < 2:  # nothing after the first token
+            assert own == 0.0
+            continue
+        (ll, _), = lm.loglikelihoods(tiny, [(e.ids[:e.text_start + 1], e.ids[e.text_start + 1:stop])], batch_size=1)
+        assert own == pytest.approx(ll / (stop - e.text_start - 1), abs=1e-4)
 
 
 def test_encode_pair_moves_trailing_space_to_continuation(tiny):

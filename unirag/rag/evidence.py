@@ -5,14 +5,15 @@ shown the right sentence, it can quote it. So the chunks are cut into units (pro
 code lines: `sentences.py`) and each unit is scored against the question with the same model:
 
 - "likelihood": query likelihood (UPR, as the rerank scores chunks) of the question after the
-  unit alone;
+  unit alone (laid out as the embedding lays it out, the unit then EOS, and "Question:");
 - "embedding": cosine of the question's EOS embedding and the unit's;
 - "draft": cosine of the unit's EOS embedding and that of a draft answer the model first writes
   from the whole chunks (one short sentence, greedy). The model's own writing drifts from its
   evidence (the generated answers in docs/RESULTS.md), but the draft says what it took the answer
   to be; the sentence closest to it is quoted, never the draft itself;
 - "answer": how much more likely the model finds the unit as an answer after the question than
-  without it (pointwise mutual information; removes the bias towards generic, fluent text);
+  without it (pointwise mutual information; removes the bias towards generic, fluent text). Its
+  "without" half is the unit's words' likelihood with nothing before them, its first word aside;
 - "lexical": content words shared with the question (stemmed; helps where words match), the
   unit's own counted fully and its neighbours' at half weight;
 - "rank": the retrieval rank of the unit's chunk (a prior: the top chunk answers most often).
@@ -25,6 +26,10 @@ the best unit's query likelihood minus the question's likelihood after an empty 
 much the evidence explains the question, comparable across questions, which is what abstention
 thresholds; `answer_gain`, the best unit's "answer" score, is abstention's second test: passages
 that explain the question's topic may still hold nothing the question makes likelier as its answer.
+
+Cost: the embedding, the likelihood and the answer's "without" half come from one pass per unit
+(`scoring.read`: causal attention lets the question follow the embedded unit without changing its
+embedding); the answer's "after the question" half is a second pass, on the question's KV cache.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..scoring import PROMPT, loglikelihoods, shared_context_loglikelihoods
+from ..scoring import read, shared_context_loglikelihoods
 from .attribution import content_words
 from .loops import until_repeat
 from .pipeline import fit
@@ -53,6 +58,11 @@ DRAFT_TOKENS = 24  # its first sentence: what the similarity needs
 FUSION_K = 10  # reciprocal-rank constant: small, since a question has tens of units, not thousands
 MAX_WORDS = 54  # with one "[n]" per quoted span, an extractive answer stays within 60 words
 MAX_UNIT_TOKENS = 48  # a unit scored as an answer is cut to this many tokens
+# what follows a unit (as `embed` lays it out: the unit, then EOS) before the question whose
+# likelihood after it is scored. Chosen on both dev sets' cached units against the rerank's
+# instruction ("Please write a question based on this passage."): as many or more answers held
+# their keys without it, and each row is shorter
+UNIT_PROMPT = "\nQuestion:"
 
 
 @dataclass(frozen=True)
@@ -241,21 +251,19 @@ def score(model, question: str, hits: Sequence, scorers: Sequence[str] = DEFAULT
     cands = candidates(hits, skip_tails)
     if not cands:
         return [], {}, 0.0
-    tok = model.tokenizer
-    encode = lambda text: tok(text, add_special_tokens=False)["input_ids"]  # noqa: E731
+    encode = lambda text: model.tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
     question_ids = encode(" " + question.strip())[: model.max_length // 2]
-    prompts = [tok(PROMPT.format(passage=c.text.strip()))["input_ids"] for c in cands]
-    prompts.append(tok(PROMPT.format(passage=""))["input_ids"])
-    likelihood = [total / len(question_ids) for total, _ in
-                  loglikelihoods(model, [(p, question_ids) for p in prompts], batch_size=16)]
-    null = likelihood.pop()
-    scores: dict[str, list[float]] = {"likelihood": likelihood}
+    # one pass per unit (and one for an empty passage, the likelihood's baseline) gives the
+    # unit's embedding, the question's likelihood after it, and its words' likelihood alone
+    reading = read(model, [c.text for c in cands] + [""], encode(UNIT_PROMPT), question_ids, MAX_UNIT_TOKENS)
+    null = reading.likelihood[-1]
+    scores: dict[str, list[float]] = {"likelihood": reading.likelihood[:-1]}
     if "embedding" in scorers or "draft" in scorers:
-        texts = [question] + [c.text for c in cands]
+        texts = [question]
         if "draft" in scorers:
             texts.append(draft_answer(model, question, hits) or question)
         vectors = model.embed(texts)
-        units = vectors[1:len(cands) + 1]
+        units = reading.vectors[:-1]
         if "embedding" in scorers:
             scores["embedding"] = list(units @ vectors[0])
         if "draft" in scorers:
@@ -263,8 +271,7 @@ def score(model, question: str, hits: Sequence, scorers: Sequence[str] = DEFAULT
     if "answer" in scorers:
         units = [encode(" " + c.text)[:MAX_UNIT_TOKENS] or [model.pad_id] for c in cands]
         asked = _mean_logprobs(model, encode(f"Question: {question.strip()}\nAnswer:"), units)
-        alone = _mean_logprobs(model, encode("Answer:"), units)
-        scores["answer"] = [a - b for a, b in zip(asked, alone)]
+        scores["answer"] = [a - b for a, b in zip(asked, reading.own[:-1])]
     if "lexical" in scorers:
         words = content_words(question)
         # the unit's own shared words first; its neighbours' break ties
