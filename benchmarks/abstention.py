@@ -9,12 +9,13 @@ chunks; on the chunks retrieved for another question of the same set (`--shift` 
 for every other set given, that set's questions asked of this collection as `ask` would (retrieval
 and rerank included), questions about another manual that these documents do not answer. It
 prints, per threshold, how many of each fall under it, over all the question sets together: first
-for relevance alone, then for the ask flow's rule (relevance under `abstain_below`, or the best
-unit's answer score, `Evidence.answer_gain`, under each threshold).
+for relevance alone, then for the ask flow's rule (relevance under one threshold, or the best
+unit's answer score, `Evidence.answer_gain`, under another) per pair of thresholds.
 
     python benchmarks/abstention.py --db runs/db \
         --set rust=../shared/data/eval/rag/rust_book_dev_answers.jsonl \
         --set pydocs=../shared/data/eval/rag/python_docs_dev.jsonl [--output runs/bench/abstention.json]
+    python benchmarks/abstention.py --tables-from runs/bench/abstention.json  # the tables again
 
 Each --set is COLLECTION=QUESTIONS (a collection already ingested into --db).
 """
@@ -22,6 +23,7 @@ Each --set is COLLECTION=QUESTIONS (a collection already ingested into --db).
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 from pathlib import Path
@@ -31,6 +33,7 @@ from bench_common import machine_info, markdown_table, write_json  # noqa: E402
 
 THRESHOLDS = [round(0.1 * i, 1) for i in range(0, 16)]
 GAIN_THRESHOLDS = [round(0.1 * i, 1) for i in range(0, 9)]
+RULE_RELEVANCE = (0.1, 0.2, 0.3)  # relevance thresholds the combined rule is tabled with
 
 
 def signals(model, question: str, hits) -> tuple[float, float | None]:
@@ -46,28 +49,59 @@ def table_rows(*columns: list[float]) -> list[list]:
 
 
 def rule_rows(settings, *columns: list[tuple[float, float | None]]) -> list[list]:
-    """Per answer-gain threshold: how many (relevance, gain) pairs the ask flow's rule
-    (`AskSettings.abstains`, with `settings.abstain_below`) refuses."""
+    """Per (relevance threshold, answer-gain threshold): how many (relevance, gain) pairs the ask
+    flow's rule (`AskSettings.abstains`) refuses."""
     from dataclasses import replace
 
     from unirag.rag.evidence import Evidence
 
     rows = []
-    for t in GAIN_THRESHOLDS:
-        rule = replace(settings, abstain_answer_below=t)
-        rows.append([t] + [f"{sum(rule.abstains(Evidence([], r, g)) for r, g in values)}/{len(values)}"
-                           for values in columns])
+    for below in RULE_RELEVANCE:
+        for t in GAIN_THRESHOLDS:
+            rule = replace(settings, abstain_below=below, abstain_answer_below=t)
+            rows.append([below, t] + [f"{sum(rule.abstains(Evidence([], r, g)) for r, g in values)}/{len(values)}"
+                                      for values in columns])
     return rows
+
+
+def report(per_set: dict) -> None:
+    """The tables, from the signals per set ({"own"|"other"|"foreign": [(relevance, gain)]})."""
+    from unirag.rag.ask import AskSettings
+
+    own, other, foreign = ([x for v in per_set.values() for x in v.get(k, [])] for k in ("own", "other", "foreign"))
+    heads = ("own passages: abstained", "another question's: abstained", "another manual's question: abstained")
+    relevance = [[r for r, _ in values] for values in (own, other, foreign)]
+    print(markdown_table(("abstain below",) + heads, table_rows(*relevance)))
+    print("\nrelevance under the first threshold, or answer gain under the second:")
+    print(markdown_table(("relevance below", "answer gain below") + heads,
+                         rule_rows(AskSettings(), own, other, foreign)))
+    # pooled counts hide that relevance is on another scale in each collection
+    kinds = ("own", "other", "foreign")
+    def median(values: list) -> str:
+        values = [x for x in values if x is not None]
+        return f"{statistics.median(values):.2f}" if values else ""
+
+    medians = [[name] + [median([x[i] for x in v.get(k, [])]) for i in (0, 1) for k in kinds]
+               for name, v in per_set.items()]
+    print(markdown_table(("collection", "median relevance: own", "another question's", "another manual's question",
+                          "median answer gain: own", "another question's", "another manual's question"), medians))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--db", required=True)
-    parser.add_argument("--set", action="append", required=True, help="COLLECTION=QUESTIONS.jsonl")
+    parser.add_argument("--db")
+    parser.add_argument("--set", action="append", help="COLLECTION=QUESTIONS.jsonl")
     parser.add_argument("--top-k", type=int, default=3)
     parser.add_argument("--shift", type=int, default=7, help="the other question is this many rows further")
     parser.add_argument("--output", default="runs/bench/abstention.json")
+    parser.add_argument("--tables-from", metavar="JSON",
+                        help="print the tables from the signals an earlier run wrote, scoring nothing")
     args = parser.parse_args()
+    if args.tables_from:
+        report(json.loads(Path(args.tables_from).read_text(encoding="utf-8"))["signals"])
+        return
+    if not (args.db and args.set):
+        parser.error("--db and --set are required (or --tables-from)")
 
     from unirag import UniModel
     from unirag.evaluation.rag import load_questions
@@ -78,7 +112,7 @@ def main() -> None:
     model = UniModel.load()
     client = connect(args.db)
     settings = AskSettings()
-    own, other, foreign, per_set = [], [], [], {}
+    per_set = {}
     questions_of, collections = {}, {}
     for spec in args.set:
         name, _, path = spec.partition("=")
@@ -90,25 +124,11 @@ def main() -> None:
         per_set[name] = {"own": mine, "other": theirs}
         questions_of[name] = questions
         collections[name] = collection
-        own += mine
-        other += theirs
     for name, collection in collections.items():  # every other set's questions, asked of this collection
         asked = [q for other_name, qs in questions_of.items() if other_name != name for q in qs]
         per_set[name]["foreign"] = [signals(model, q, retrieve(model, collection, q, args.top_k, settings.retrieval,
                                                                 settings.rerank)) for q in asked]
-        foreign += per_set[name]["foreign"]
-    heads = ("own passages: abstained", "another question's: abstained", "another manual's question: abstained")
-    relevance = [[r for r, _ in values] for values in (own, other, foreign)]
-    print(markdown_table(("abstain below",) + heads, table_rows(*relevance)))
-    print(f"\nrelevance under {settings.abstain_below}, or answer gain under:")
-    print(markdown_table(("answer gain below",) + heads, rule_rows(settings, own, other, foreign)))
-    # pooled counts hide that relevance is on another scale in each collection
-    kinds = ("own", "other", "foreign")
-    medians = [[name] + [f"{statistics.median(x[i] for x in v[k] if x[i] is not None):.2f}" if v.get(k) else ""
-                         for i in (0, 1) for k in kinds]
-               for name, v in per_set.items()]
-    print(markdown_table(("collection", "median relevance: own", "another question's", "another manual's question",
-                          "median answer gain: own", "another question's", "another manual's question"), medians))
+    report(per_set)
     path = write_json(args.output, {"machine": machine_info(), "model": model.name, "sets": args.set,
                                     "top_k": args.top_k, "shift": args.shift,
                                     "abstain_below": settings.abstain_below,

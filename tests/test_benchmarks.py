@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
@@ -249,11 +250,25 @@ def test_abstention_rule_refuses_weak_relevance_or_weak_answer_gain():
     abstention = load("abstention")
     from unirag.rag.ask import AskSettings
 
-    rows = abstention.rule_rows(AskSettings(abstain_below=0.3), [(1.0, 0.05), (0.1, 1.0), (1.0, 1.0), (1.0, None)])
-    by_threshold = {row[0]: row[1] for row in rows}
-    assert by_threshold[0.0] == "1/4"   # relevance alone
-    assert by_threshold[0.1] == "2/4"   # and the unit that reads least as an answer
-    assert by_threshold[0.8] == "2/4"   # no answer score: relevance alone decides
+    pairs = [(1.0, 0.05), (0.1, 1.0), (1.0, 1.0), (1.0, None), (0.25, 1.0)]
+    rows = abstention.rule_rows(AskSettings(), pairs)
+    by_thresholds = {(row[0], row[1]): row[2] for row in rows}
+    assert by_thresholds[(0.2, 0.0)] == "1/5"   # relevance alone
+    assert by_thresholds[(0.3, 0.0)] == "2/5"   # a higher relevance threshold
+    assert by_thresholds[(0.3, 0.1)] == "3/5"   # and the unit that reads least as an answer
+    assert by_thresholds[(0.3, 0.8)] == "3/5"   # no answer score: relevance alone decides
+
+
+def test_abstention_tables_print_again_from_written_signals(tmp_path, capsys, monkeypatch):
+    abstention = load("abstention")
+    path = tmp_path / "abstention.json"
+    path.write_text(json.dumps({"signals": {"a": {"own": [[1.0, 0.5]], "other": [[0.1, 0.2]],
+                                                  "foreign": [[0.5, None]]}}}), encoding="utf-8")
+    monkeypatch.setattr("sys.argv", ["abstention.py", "--tables-from", str(path)])
+    abstention.main()
+    out = capsys.readouterr().out
+    assert "| 0.2 | 0.3 | 0/1 | 1/1 | 0/1 |" in out  # relevance 0.1 < 0.2 refuses "other"; "foreign" has no gain
+    assert "| a | 1.00 | 0.10 | 0.50 | 0.50 | 0.20 |  |" in out  # no gain, no median
 
 
 def test_decode_greedy_agreement_counts_the_shared_prefix(decode):

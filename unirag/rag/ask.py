@@ -31,8 +31,11 @@ from .pipeline import RETRIEVAL_MODES, Hit, Turn, answer, citations, fit, retrie
 ANSWER_MODES = ("extractive", "generated", "both")
 NO_ANSWER = "The documents don't say."
 CLOSEST = "The closest passage:"  # what an abstention shows after NO_ANSWER, before the closest quote
-ABSTAIN_BELOW = 0.3
-ABSTAIN_ANSWER_BELOW = 0.3
+# chosen together on both dev sets (`benchmarks/abstention.py`, docs/RESULTS.md "Where to abstain"):
+# of the pairs that refuse no question on its own passages, the one that refuses the most
+# questions shown passages that do not answer them
+ABSTAIN_BELOW = 0.2
+ABSTAIN_ANSWER_BELOW = 0.6
 # "both" quotes less, leaving room for its generated sentence within a short answer
 EVIDENCE_WORDS = {"extractive": evidence_mod.MAX_WORDS, "generated": evidence_mod.MAX_WORDS, "both": 30}
 ANSWER_SYSTEM = ("Answer the question in one short sentence, using only the evidence. "
@@ -53,14 +56,12 @@ class AskSettings:
     answer: str = "extractive"     # extractive | generated | both; docs/RESULTS.md measures them
     evidence_words: int | None = None  # words of quoted evidence; None: per mode (EVIDENCE_WORDS)
     scorers: tuple[str, ...] = evidence_mod.DEFAULT_SCORERS
-    # evidence relevance under which the answer is NO_ANSWER; None: never. Chosen on the dev sets
-    # against other questions' passages (docs/RESULTS.md): relevance is not on one scale across
-    # domains, so the threshold is low, to keep false abstentions rare.
+    # evidence relevance under which the answer is NO_ANSWER; None: never. Relevance is not on one
+    # scale across domains, so the threshold is low, to keep false abstentions rare.
     abstain_below: float | None = ABSTAIN_BELOW
     # the best unit's answer PMI (`Evidence.answer_gain`) under which the answer is NO_ANSWER too;
     # None: never. Passages on the question's topic may hold nothing it makes likelier as its
-    # answer, which relevance cannot see; and unlike relevance this score has one scale in both dev
-    # collections, so one threshold serves both (docs/RESULTS.md, "Where to abstain")
+    # answer, which relevance cannot see
     abstain_answer_below: float | None = ABSTAIN_ANSWER_BELOW
     max_new_tokens: int = 64
     temperature: float = 0.0
