@@ -77,6 +77,7 @@ def report(per_set: dict) -> None:
                          rule_rows(AskSettings(), own, other, foreign)))
     # pooled counts hide that relevance is on another scale in each collection
     kinds = ("own", "other", "foreign")
+
     def median(values: list) -> str:
         values = [x for x in values if x is not None]
         return f"{statistics.median(values):.2f}" if values else ""
