@@ -32,8 +32,8 @@ class Encoded:
     pool_start: int
     pool_end: int
     truncated: bool
-    text_start: int = 0
-    text_end: int = 0
+    text_start: int
+    text_end: int
 
 
 def encode(text_ids: list[int], pooling: str, head: list[int], suffix_ids: list[int], max_length: int,

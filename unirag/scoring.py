@@ -24,18 +24,28 @@ from .pooling import padded_batch, pooled, token_budget_batches
 Pair = tuple[list[int], list[int]]  # (context token ids, continuation token ids)
 
 
+def _states_and_logits(model: Any, ids: torch.Tensor, attention: torch.Tensor, rows: torch.Tensor,
+                       positions: torch.Tensor, cache: Any = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(last-layer states of every position, float32 logits at the (row, position) pairs only)."""
+    lm_head = model.model.get_output_embeddings()
+    with model.forward_context():
+        states = model.hidden_states(ids.to(model.device), attention.to(model.device), cache)
+        logits = lm_head(states[rows.to(model.device), positions.to(model.device)])
+    return states, logits.float().cpu()
+
+
 def logits_at(model: Any, ids: torch.Tensor, attention: torch.Tensor,
               rows: torch.Tensor, positions: torch.Tensor, cache: Any = None) -> torch.Tensor:
     """float32 logits at (row, position) pairs only: the LM head runs on the selected states only.
 
     With a `cache` (keys and values of earlier positions, one row per batch row), `ids` continue
     it and `attention` covers the cached positions too; `positions` index `ids`."""
-    lm_head = model.model.get_output_embeddings()
-    with model.forward_context():
-        states = model.hidden_states(ids.to(model.device), attention.to(model.device), cache)
-        picked = states[rows.to(model.device), positions.to(model.device)]
-        logits = lm_head(picked)
-    return logits.float().cpu()
+    return _states_and_logits(model, ids, attention, rows, positions, cache)[1]
+
+
+def _token_logprobs(logits: torch.Tensor, tokens: Sequence[int]) -> torch.Tensor:
+    """log p(token) under each row of `logits`."""
+    return torch.log_softmax(logits, dim=-1).gather(1, torch.tensor(tokens, dtype=torch.long)[:, None])[:, 0]
 
 
 def _scored_batch(model: Any, rows: Sequence[tuple[list[int], list[int]]], cache: Any = None,
@@ -57,9 +67,8 @@ def _scored_batch(model: Any, rows: Sequence[tuple[list[int], list[int]]], cache
         targets += tgt
     logits = logits_at(model, ids, attention, torch.tensor(picked_rows, dtype=torch.long),
                        torch.tensor(positions, dtype=torch.long), cache)
-    target_t = torch.tensor(targets, dtype=torch.long)
-    token_lp = torch.log_softmax(logits, dim=-1).gather(1, target_t[:, None])[:, 0]
-    greedy = logits.argmax(-1) == target_t
+    token_lp = _token_logprobs(logits, targets)
+    greedy = logits.argmax(-1) == torch.tensor(targets, dtype=torch.long)
     return [(float(token_lp[a:b].sum()), bool(greedy[a:b].all())) for a, b in spans]
 
 
@@ -159,7 +168,6 @@ def read(model: Any, texts: Sequence[str], prompt: list[int], targets: list[int]
     rows = [e.ids + tail for e in encoded]
     vectors = np.zeros((len(texts), model.model.config.hidden_size), dtype=np.float32)
     likelihood, own = [0.0] * len(texts), [0.0] * len(texts)
-    lm_head = model.model.get_output_embeddings()
     for batch in _similar_length_batches(rows, batch_size):
         ids, attention, pool = padded_batch([replace(encoded[i], ids=rows[i]) for i in batch], model.pad_id)
         picked_rows, positions, tokens, spans = [], [], [], []
@@ -175,13 +183,10 @@ def read(model: Any, texts: Sequence[str], prompt: list[int], targets: list[int]
             tokens += full[e.text_start + 1:stop]
             picked_rows += [row] * (len(tokens) - first)
             spans.append((i, first, middle, len(tokens)))
-        with model.forward_context():
-            states = model.hidden_states(ids.to(model.device), attention.to(model.device))
-            logits = lm_head(states[torch.tensor(picked_rows, dtype=torch.long, device=model.device),
-                                    torch.tensor(positions, dtype=torch.long, device=model.device)])
+        states, logits = _states_and_logits(model, ids, attention, torch.tensor(picked_rows, dtype=torch.long),
+                                            torch.tensor(positions, dtype=torch.long))
         vectors[batch] = pooled(states, pool)
-        token_lp = torch.log_softmax(logits.float().cpu(), dim=-1).gather(
-            1, torch.tensor(tokens, dtype=torch.long)[:, None])[:, 0]
+        token_lp = _token_logprobs(logits, tokens)
         for i, first, middle, last in spans:
             likelihood[i] = float(token_lp[first:middle].mean()) if middle > first else 0.0
             own[i] = float(token_lp[middle:last].mean()) if last > middle else 0.0
