@@ -117,6 +117,8 @@ def test_score_answer_reads_citation_markers():
     assert (s["cited"], s["cites"], s["cites_right"]) == ([1], 1, 0)
     s = rag_eval.score_answer("The context does not contain the answer.", sources, ["b.md"])
     assert (s["cites"], s["cites_right"]) == (0, 0)
+    assert [rag_eval.score_answer("x", sources, [gold])["first_source_right"] for gold in ("a.md", "b.md")] == [1, 0]
+    assert rag_eval.score_answer("x", [], ["a.md"])["first_source_right"] == 0
 
 
 def test_answer_variants_parse_names_scorers_and_abstention():
@@ -129,6 +131,8 @@ def test_answer_variants_parse_names_scorers_and_abstention():
     assert relevance_only.abstain_answer_below is None and relevance_only.abstain_below is not None
     assert variants["default"].reading_order and not rag_eval.answer_variants("extractive@scoreorder")[
         "extractive@scoreorder"].reading_order
+    assert variants["default"].passage_order and not rag_eval.answer_variants("extractive@retrievalorder")[
+        "extractive@retrievalorder"].passage_order
     with pytest.raises(UniragError, match="unknown answer variant"):
         rag_eval.answer_variants("poem")
     with pytest.raises(UniragError, match="unknown evidence scorer"):
@@ -186,13 +190,14 @@ def test_eval_rag_command_on_tiny_model(tiny_model_dir, tmp_path):
     assert json.loads(out.read_text())["chunks"] == 3
     (docs / "new.md").unlink()
     answered = runner.invoke(eval_app, args + ["--answers", "1", "--answer-top-k", "2",
-                                                "--variants", "extractive@noabstain,generated@noabstain",
-                                                "--max-new-tokens", "8"])
+                                                "--variants", "extractive@noabstain,generated@noabstain,"
+                                                "extractive@noabstain@retrievalorder", "--max-new-tokens", "8"])
     assert answered.exit_code == 0, answered.output
     record = json.loads(out.read_text())
     scored = record["metrics"]["answers"]
-    assert list(scored) == ["extractive@noabstain", "generated@noabstain"]
+    assert list(scored) == ["extractive@noabstain", "generated@noabstain", "extractive@noabstain@retrievalorder"]
     assert scored["extractive@noabstain"]["n_answers"] == 1 and "cites" in scored["extractive@noabstain"]
+    assert all(0 <= v["first_source_right"] <= 1 for v in scored.values())
     # the one document of three that says "break" is shown, and quoting it answers
     assert scored["extractive@noabstain"]["keys_shown"] == 1.0 and scored["extractive@noabstain"]["key_correct"] == 1.0
     first = record["per_question"][0]["answers"]

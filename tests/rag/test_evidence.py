@@ -6,7 +6,7 @@ import pytest
 
 from unirag.errors import UniragError
 from unirag.rag.ask import NO_ANSWER, AskSettings, answer_hits, focused_hits, quote
-from unirag.rag.evidence import SCORERS, Evidence, Span, choose, reading_order, score, select
+from unirag.rag.evidence import SCORERS, Evidence, Span, choose, passage_order, reading_order, score, select
 from unirag.rag.pipeline import Hit
 from unirag.rag.sentences import split_units, word_count
 
@@ -99,7 +99,7 @@ def test_focused_hits_keep_numbering_and_neighbours():
 def test_answer_modes(tiny, mode):
     result = answer_hits(tiny, "How does a loop return a value?", hits(),
                          AskSettings(answer=mode, max_new_tokens=4, evidence_words=10, abstain_below=None,
-                                     abstain_answer_below=None))
+                                     abstain_answer_below=None, passage_order=False))
     assert result.evidence.words <= 10 or len(result.evidence.spans) == 1
     text = result.read()
     assert result.hits and result.citations[0].startswith("[1] loops.md > Loops")
@@ -324,3 +324,48 @@ def test_a_unit_that_points_back_is_quoted_with_the_sentence_before_it(tiny):
     assert all("stable" not in s.text for s in ev.spans[1:])  # not quoted twice
     alone = select(tiny, question, [hit], max_words=30, scorers=("lexical",), whole_thoughts=False).spans[0]
     assert alone.text.startswith("That means")
+
+
+NEG = float("-inf")
+
+
+@pytest.mark.parametrize("likelihoods, expected", [
+    ((-1.0, -2.0, -3.0), [0, 1, 2]),   # both orders agree
+    ((-2.0, -1.0, -3.0), [0, 1, 2]),   # ranks 1+2 and 2+1 tie: the retrieval order keeps its first
+    ((-3.0, -1.0, -2.0), [1, 0, 2]),   # the second passage's unit is best, the first's is worst: 2+1 < 1+3
+    ((-3.0, -2.0, -1.0), [0, 2, 1]),   # 3+1 ties 1+3: the retrieval order settles it; 2+2 sits between
+    ((NEG, -1.0, -2.0), [1, 0, 2]),    # a passage with no quotable unit ranks last on its units
+    ((-1.0,), [0]),
+])
+def test_passage_order_fuses_retrieval_and_the_best_units_likelihood(likelihoods, expected):
+    assert passage_order(Evidence([], 0.0, passage_likelihood=likelihoods)) == expected
+
+
+def test_renumbered_evidence_points_at_the_same_text():
+    chunks = hits()
+    spans = [Span(1, 0, 9, chunks[1].text[0:9]), Span(0, 0, 5, chunks[0].text[0:5])]
+    evidence = Evidence(spans, 0.5, 1.0, passage_likelihood=(-2.0, -1.0))
+    moved = evidence.renumbered([1, 0])
+    shown = [chunks[1], chunks[0]]
+    assert [s.hit for s in moved.spans] == [0, 1] and moved.passage_likelihood == (-1.0, -2.0)
+    assert all(shown[s.hit].text[s.start:s.end] == s.text for s in moved.spans)
+    assert (moved.relevance, moved.answer_gain) == (0.5, 1.0)
+
+
+def test_answers_show_passages_in_passage_order_unless_asked_retrieval_order(tiny):
+    question = "How does a loop return a value?"
+    chunks = [Hit("c", 0.9, "Loops return values with break. Paris is the capital of France.", "loops.md", ""),
+              Hit("b", 0.5, "The quick brown fox jumps over the lazy dog.", "fox.md", ""),
+              Hit("a", 0.1, "The cat sat on the mat. It was red.", "cat.md", "")]
+    selected = select(tiny, question, chunks)
+    assert len(selected.passage_likelihood) == 3
+    assert passage_order(selected) != [0, 1, 2]  # the tiny model's likelihoods do move a passage
+    for on in (True, False):
+        settings = AskSettings(abstain_below=None, abstain_answer_below=None, passage_order=on, max_new_tokens=1)
+        result = answer_hits(tiny, question, chunks, settings)
+        order = passage_order(selected) if on else [0, 1, 2]
+        assert [h.id for h in result.hits] == [chunks[i].id for i in order]
+        assert all(result.hits[s.hit].text[s.start:s.end] == s.text for s in result.evidence.spans)
+        # an earlier answer's hits and evidence give the same answer again (evaluation reuses them)
+        again = answer_hits(tiny, question, result.hits, settings, evidence=result.evidence)
+        assert (again.hits, again.read()) == (result.hits, result.read())

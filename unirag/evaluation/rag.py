@@ -114,10 +114,13 @@ def cited_numbers(text: str) -> list[int]:
 
 
 def score_answer(text: str, sources: Sequence[str], gold: Sequence[str]) -> dict[str, Any]:
-    """Score one generated answer; `sources` are the files of the passages [1], [2], ... shown to it."""
+    """Score one generated answer; `sources` are the files of the passages [1], [2], ... shown to it.
+    "first_source_right": passage [1], the source a reader meets first, is from a right file."""
     cited = [n for n in cited_numbers(text) if 1 <= n <= len(sources)]
     right = [n for n in cited if any(same_file(sources[n - 1], g) for g in gold)]
-    return {"cited": cited, "cites": int(bool(cited)), "cites_right": int(bool(right))}
+    first = bool(sources) and any(same_file(sources[0], g) for g in gold)
+    return {"cited": cited, "cites": int(bool(cited)), "cites_right": int(bool(right)),
+            "first_source_right": int(first)}
 
 
 def aggregate(per_question: Sequence[Mapping[str, Any]], latencies_s: Sequence[float],
@@ -139,7 +142,7 @@ def aggregate(per_question: Sequence[Mapping[str, Any]], latencies_s: Sequence[f
 SWITCHES = {"noabstain": {"abstain_below": None, "abstain_answer_below": None},
             "noanswergain": {"abstain_answer_below": None}, "norepeat": {"no_repeat_ngram": 4},
             "penalty": {"repetition_penalty": 1.2}, "units": {"whole_thoughts": False},
-            "scoreorder": {"reading_order": False}}
+            "scoreorder": {"reading_order": False}, "retrievalorder": {"passage_order": False}}
 
 
 def answer_variants(names: str | Sequence[str]) -> dict[str, Any]:
@@ -149,8 +152,9 @@ def answer_variants(names: str | Sequence[str]) -> dict[str, Any]:
     (`rag/evidence.py`), "@noabstain" turns abstention off, "@noanswergain" abstains on relevance
     alone (not on the best unit's answer score), "@norepeat" bans repeated 4-grams of
     generated tokens, "@penalty" applies a repetition penalty of 1.2 and "@units" quotes units as
-    cut (no "...:" unit completed, sentence tails at chunk starts kept) and "@scoreorder" shows
-    quotes best-scored first instead of in reading order, so each lever is measured alone."""
+    cut (no "...:" unit completed, sentence tails at chunk starts kept), "@scoreorder" shows
+    quotes best-scored first instead of in reading order and "@retrievalorder" shows the passages
+    in their retrieval order (no `evidence.passage_order`), so each lever is measured alone."""
     from dataclasses import replace
 
     from ..rag.ask import AskSettings
@@ -228,12 +232,13 @@ def run_rag_eval(model, collection, questions: Sequence[Question], top_k: int = 
         for label, settings in variants.items():
             settings = replace(settings, top_k=answer_top_k)
             key = (settings.scorers, settings.words, settings.focused, settings.max_new_tokens,
-                   settings.whole_thoughts)
-            evidence, reused_s = selected.get(key, (None, 0.0)) if settings.needs_evidence else (None, 0.0)
+                   settings.whole_thoughts, settings.passage_order)
+            shown, evidence, reused_s = (selected.get(key, (top, None, 0.0)) if settings.needs_evidence
+                                         else (top, None, 0.0))
             t0 = time.perf_counter() - reused_s  # a variant that reuses the selection is timed with it
-            result = answer_hits(model, q.question, top, settings, evidence=evidence)
+            result = answer_hits(model, q.question, shown, settings, evidence=evidence)
             if settings.needs_evidence and key not in selected:
-                selected[key] = (result.evidence, result.evidence_s)
+                selected[key] = (result.hits, result.evidence, result.evidence_s)
             first = None
             for piece in result.stream():
                 if first is None and piece.strip():
@@ -251,6 +256,7 @@ def run_rag_eval(model, collection, questions: Sequence[Question], top_k: int = 
             summary = answer_scores.summarize(scored)
             summary["cites"] = sum(a["cites"] for a in scored) / len(scored)
             summary["cites_right"] = sum(a["cites_right"] for a in scored) / len(scored)
+            summary["first_source_right"] = sum(a["first_source_right"] for a in scored) / len(scored)
             metrics["answers"][label] = summary
     return {"metrics": metrics, "per_question": rows}
 

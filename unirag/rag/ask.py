@@ -70,6 +70,9 @@ class AskSettings:
     focused: bool = True           # generate from the evidence (True) or from the whole chunks
     whole_thoughts: bool = True    # quote "...:" units with what they introduce; skip cut sentence tails
     reading_order: bool = True     # quotes by passage, then place in it (False: best-scored first)
+    # the shown passages ordered by retrieval fused with their best unit's likelihood
+    # (`evidence.passage_order`; False: the retrieval order)
+    passage_order: bool = True
 
     @property
     def words(self) -> int:
@@ -217,9 +220,9 @@ def answer_hits(model, question: str, hits: Sequence[Hit], settings: AskSettings
                 history: Sequence[Turn] = (), evidence: evidence_mod.Evidence | None = None) -> Answer:
     """The answer to `question` from these chunks (already retrieved), as `ask` gives it.
 
-    `evidence`, if given, is used instead of selecting it again: pass `.evidence` of an earlier
-    Answer to the same question and hits with the same scorers and word budget (evaluation shares
-    it between answer modes)."""
+    `evidence`, if given, is used as is instead of selecting it again: pass `.hits` and
+    `.evidence` of an earlier Answer to the same question with the same scorers, word budget and
+    passage order (evaluation shares them between answer modes)."""
     if not question.strip():
         raise UniragError("the question is empty")
     system = ANSWER_SYSTEM if settings.focused else None
@@ -229,6 +232,9 @@ def answer_hits(model, question: str, hits: Sequence[Hit], settings: AskSettings
         evidence = (evidence_mod.select(model, question, hits, settings.words, settings.scorers,
                                         settings.whole_thoughts)
                     if hits and settings.needs_evidence else evidence_mod.Evidence([], float("-inf")))
+        if settings.passage_order and len(evidence.passage_likelihood) == len(hits) > 1:
+            order = evidence_mod.passage_order(evidence)
+            hits, evidence = [hits[i] for i in order], evidence.renumbered(order)
         selected_s = time.perf_counter() - started
     else:
         selected_s = 0.0

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -88,10 +88,35 @@ class Evidence:
     # the best unit's "answer" score: how much likelier it is as an answer after the question than
     # alone (mean log-probability per token); None when that scorer did not run
     answer_gain: float | None = None
+    # per passage (hit), its best unit's likelihood; -inf for a passage with no quotable unit
+    passage_likelihood: tuple[float, ...] = ()
 
     @property
     def words(self) -> int:
         return sum(word_count(s.text) for s in self.spans)
+
+    def renumbered(self, order: Sequence[int]) -> "Evidence":
+        """The same evidence for the passages reordered as `order` (order[new] = old number)."""
+        new = {old: i for i, old in enumerate(order)}
+        return replace(self, spans=[replace(s, hit=new[s.hit]) for s in self.spans],
+                       passage_likelihood=tuple(self.passage_likelihood[i] for i in order))
+
+
+def passage_order(evidence: Evidence) -> list[int]:
+    """The passages in the order to show them: their retrieval order fused (reciprocal rank, equal
+    weights, ties to the retrieval order) with the order of their best unit's likelihood.
+
+    Why: the rerank judges a whole chunk, and a paraphrased question's likelihood after 256 tokens
+    is diluted by everything the chunk says besides its answer. The evidence pass has already
+    read every unit of the shown passages alone, so the one sentence that explains the question
+    best (the max over passages, as MaxP scores documents by their best piece) comes free and
+    settles which shown passage goes first (docs/RESULTS.md, "Answers")."""
+    from .lexical import reciprocal_rank_fusion
+
+    n = len(evidence.passage_likelihood)
+    by_unit = sorted(range(n), key=lambda i: -evidence.passage_likelihood[i])  # stable: ties keep retrieval order
+    fused = reciprocal_rank_fusion([[str(i) for i in range(n)], [str(i) for i in by_unit]])
+    return [int(i) for i, _ in fused]
 
 
 @dataclass(frozen=True)
@@ -316,7 +341,7 @@ def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[f
            whole_thoughts: bool = True) -> Evidence:
     """`select`'s choice from units already scored (`score`'s output)."""
     if not cands:
-        return Evidence([], float("-inf"))
+        return Evidence([], float("-inf"), passage_likelihood=(float("-inf"),) * len(hits))
     fused = fuse(scores, scorers)
     spans, words = [], 0
     covered: set[tuple[int, int]] = set()  # (hit, start) of units already inside a chosen span
@@ -355,4 +380,7 @@ def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[f
             break
     best_likelihood = max(scores["likelihood"])
     answer_gain = max(scores["answer"]) if "answer" in scores else None
-    return Evidence(spans, best_likelihood - null, answer_gain)
+    per_passage = [float("-inf")] * len(hits)
+    for c, likelihood in zip(cands, scores["likelihood"]):
+        per_passage[c.hit] = max(per_passage[c.hit], likelihood)
+    return Evidence(spans, best_likelihood - null, answer_gain, tuple(per_passage))
