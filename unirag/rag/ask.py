@@ -2,7 +2,8 @@
 
 `unirag ask`, `chat`, `demo`, the Gradio app, `unirag eval rag --answers` and the Python API all
 call `ask()` (or `answer_hits()` when they already hold the chunks); settings travel as one
-`AskSettings`.
+`AskSettings`. Once the evidence is selected, the shown chunks are put in the order its scores
+give them (`evidence.passage_order`), and [1] is the first of that order.
 
 An answer has up to two parts, chosen by `AskSettings.answer`:
 - "extractive": the best evidence sentences (`evidence.py`), quoted with their `[n]`. Always
