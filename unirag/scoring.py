@@ -164,7 +164,11 @@ def read(model: Any, texts: Sequence[str], prompt: list[int], targets: list[int]
     gives their likelihood, and read at the text's own positions, theirs. Three passes become one.
     """
     encoded = model.embedding_inputs(texts)
-    tail = list(prompt) + list(targets)
+    # a row must fit the context window: with `max_length` near it, the targets keep what room is
+    # left after the longest text and the prompt (the embedding and the own tokens stay whole)
+    room = model.context_window - len(prompt) - max((len(e.ids) for e in encoded), default=0)
+    targets = list(targets)[:max(room, 0)]
+    tail = list(prompt) + targets
     rows = [e.ids + tail for e in encoded]
     vectors = np.zeros((len(texts), model.model.config.hidden_size), dtype=np.float32)
     likelihood, own = [0.0] * len(texts), [0.0] * len(texts)

@@ -84,6 +84,25 @@ def test_read_gives_the_separate_passes_scores(tiny, monkeypatch, pooling, batch
         assert own == pytest.approx(ll / (stop - e.text_start - 1), abs=1e-4)
 
 
+def test_read_keeps_rows_within_the_context_window(tiny, monkeypatch):
+    """With `max_length` at the context window, a long text leaves the targets only the room that
+    is left: they are cut, not run past the model's positions."""
+    from unirag.scoring import read
+
+    window = tiny.context_window
+    encode = lambda text: tiny.tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
+    prompt, targets = encode("\nQuestion:"), encode(" Where did the cat sit on the mat today?")
+    monkeypatch.setattr(tiny, "max_length", window - len(prompt) - 3)
+    long_text = " ".join(["cat sat on the mat"] * window)
+    room = window - len(prompt) - max(len(e.ids) for e in tiny.embedding_inputs([long_text, "Dogs bark."]))
+    assert 0 < room < len(targets)
+    got = read(tiny, [long_text, "Dogs bark."], prompt, targets, 48)
+    cut = targets[:room]
+    expected = lm.loglikelihoods(tiny, [(e.ids + prompt, cut) for e in tiny.embedding_inputs([long_text, "Dogs bark."])],
+                                 batch_size=1)
+    assert got.likelihood == pytest.approx([ll / len(cut) for ll, _ in expected], abs=1e-4)
+
+
 def test_encode_pair_moves_trailing_space_to_continuation(tiny):
     tok = tiny.tokenizer
     ctx, cont = lm.encode_pair(tok, "The cat sat ", "on the mat.")
