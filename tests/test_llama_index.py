@@ -236,5 +236,11 @@ def test_postprocessors_run_the_ask_flows_rerank_and_evidence(tiny, monkeypatch)
     assert 1 <= len(kept) <= 3 and all(n.node.get_content() for n in kept)
     texts = {n.node.node_id: n.node.get_content() for n in nodes}
     assert all(piece.strip() in texts[n.node.node_id] for n in kept for piece in n.node.get_content().split(" … "))
+    # the kept nodes come in the order `unirag ask` shows its passages
+    from unirag.llama_index import _as_hits
+
+    shown = evidence.passage_order(real_select(tiny, "Where did the cat sit?", _as_hits(ranked), 6))
+    kept_ids = {n.node.node_id for n in kept}
+    assert [n.node.node_id for n in kept] == [ranked[i].node.node_id for i in shown if ranked[i].node.node_id in kept_ids]
     with pytest.raises(ValueError, match="needs the query"):
         UniEvidence(tiny).postprocess_nodes(nodes)

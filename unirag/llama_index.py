@@ -335,7 +335,8 @@ class UniRerank(_OnModel):
 class UniEvidence(_OnModel):
     """Cut each node down to the sentences that answer the query (with one sentence of context on
     each side), as `unirag ask` selects its evidence (`unirag.rag.evidence.select`); nodes with
-    no chosen sentence are dropped. A query engine then generates from a short, focused context."""
+    no chosen sentence are dropped, and the rest come in the order `unirag ask` shows its passages
+    (`evidence.passage_order`). A query engine then generates from a short, focused context."""
 
     max_words: int = Field(default=54, description="Words of evidence kept over all nodes.")
 
@@ -346,16 +347,17 @@ class UniEvidence(_OnModel):
     def _postprocess_nodes(self, nodes: list[NodeWithScore], query_bundle: Optional[QueryBundle] = None
                            ) -> list[NodeWithScore]:
         from .rag.ask import focused_hits
-        from .rag.evidence import select
+        from .rag.evidence import passage_order, select
 
         hits = _as_hits(nodes)
         evidence = select(self._model, _query(query_bundle), hits, self.max_words)
         best = {}
         for span in evidence.spans:
             best.setdefault(span.hit, span.score)
+        focused = focused_hits(hits, evidence.spans)
         out = []
-        for i, hit in enumerate(focused_hits(hits, evidence.spans)):
+        for i in passage_order(evidence):
             if i in best:
-                node = TextNode(text=hit.text, metadata=dict(nodes[i].node.metadata), id_=nodes[i].node.node_id)
+                node = TextNode(text=focused[i].text, metadata=dict(nodes[i].node.metadata), id_=nodes[i].node.node_id)
                 out.append(NodeWithScore(node=node, score=best[i]))
         return out
