@@ -108,9 +108,9 @@ def passage_order(evidence: Evidence) -> list[int]:
 
     Why: the rerank judges a whole chunk, and a paraphrased question's likelihood after 256 tokens
     is diluted by everything the chunk says besides its answer. The evidence pass has already
-    read every unit of the shown passages alone, so the one sentence that explains the question
-    best (the max over passages, as MaxP scores documents by their best piece) comes free and
-    settles which shown passage goes first (docs/RESULTS.md, "Answers")."""
+    read every unit of the shown passages alone, so each passage's best unit (the max over its
+    units, as MaxP scores a document by its best piece) comes free and helps settle which shown
+    passage goes first (docs/RESULTS.md, "Answers")."""
     from .lexical import reciprocal_rank_fusion
 
     n = len(evidence.passage_likelihood)
