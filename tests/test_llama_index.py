@@ -241,6 +241,7 @@ def test_postprocessors_run_the_ask_flows_rerank_and_evidence(tiny, monkeypatch)
 
     shown = evidence.passage_order(real_select(tiny, "Where did the cat sit?", _as_hits(ranked), 6))
     kept_ids = {n.node.node_id for n in kept}
-    assert [n.node.node_id for n in kept] == [ranked[i].node.node_id for i in shown if ranked[i].node.node_id in kept_ids]
+    assert [n.node.node_id for n in kept] == [ranked[i].node.node_id for i in shown
+                                             if ranked[i].node.node_id in kept_ids]
     with pytest.raises(ValueError, match="needs the query"):
         UniEvidence(tiny).postprocess_nodes(nodes)

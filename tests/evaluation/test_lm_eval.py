@@ -93,13 +93,13 @@ def test_read_keeps_rows_within_the_context_window(tiny, monkeypatch):
     encode = lambda text: tiny.tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
     prompt, targets = encode("\nQuestion:"), encode(" Where did the cat sit on the mat today?")
     monkeypatch.setattr(tiny, "max_length", window - len(prompt) - 3)
-    long_text = " ".join(["cat sat on the mat"] * window)
-    room = window - len(prompt) - max(len(e.ids) for e in tiny.embedding_inputs([long_text, "Dogs bark."]))
+    texts = [" ".join(["cat sat on the mat"] * window), "Dogs bark."]
+    layouts = tiny.embedding_inputs(texts)
+    room = window - len(prompt) - max(len(e.ids) for e in layouts)
     assert 0 < room < len(targets)
-    got = read(tiny, [long_text, "Dogs bark."], prompt, targets, 48)
+    got = read(tiny, texts, prompt, targets, 48)
     cut = targets[:room]
-    expected = lm.loglikelihoods(tiny, [(e.ids + prompt, cut) for e in tiny.embedding_inputs([long_text, "Dogs bark."])],
-                                 batch_size=1)
+    expected = lm.loglikelihoods(tiny, [(e.ids + prompt, cut) for e in layouts], batch_size=1)
     assert got.likelihood == pytest.approx([ll / len(cut) for ll, _ in expected], abs=1e-4)
 
 
