@@ -85,13 +85,25 @@ def _punctuation_share(text: str) -> float:
 
 
 def _starts_in_fence(text: str) -> bool:
-    """A chunk cut from a longer section may begin inside a code fence: with an odd number of
-    fence lines, the side (before the first fence or after the last) that looks more like code
-    is the one inside a fence."""
-    fences = [offset for offset, line in _lines(text) if _FENCE.match(line)]
-    if len(fences) % 2 == 0:
+    """Whether a chunk cut from a longer section begins inside a code fence (it has an odd number
+    of fence lines). In order of trust:
+    - a fence line with an info string ("```rust") opens a block (CommonMark allows none on a
+      closing fence), so its place in the sequence settles which fences close;
+    - a chunk that begins with its fence line: a blank line after it means the fence closes a
+      block (code starts on the line after an opening fence; prose is set off by a blank line);
+    - else the side (before the first fence or after the last) that looks more like code is the
+      one inside a fence."""
+    lines = [(offset, line) for offset, line in _lines(text) if _FENCE.match(line)]
+    if len(lines) % 2 == 0:
         return False
-    before, after = text[:fences[0]], text[fences[-1]:].split("\n", 1)[-1]
+    tagged = next((i for i, (_, line) in enumerate(lines) if _FENCE.sub("", line).strip()), None)
+    if tagged is not None:
+        return tagged % 2 == 1
+    first, last = lines[0][0], lines[-1][0]
+    before, after = text[:first], text[last:].split("\n", 1)[-1]
+    if not before.strip():
+        following = text[first:].split("\n", 2)
+        return len(following) > 1 and not following[1].strip()
     return _punctuation_share(before) > _punctuation_share(after)
 
 
