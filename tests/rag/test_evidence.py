@@ -28,6 +28,13 @@ def texts(text):
     # a chunk cut from inside a code block: the side that looks like code is the fenced one
     ("x = f(y); // z\n```\nProse follows here, as usual.", [("x = f(y); // z", True),
                                                             ("Prose follows here, as usual.", False)]),
+    # a chunk that begins with a fence line and a blank line: the fence closes a code block
+    ("```\n\nProse goes on\nover lines. More.", [("Prose goes on\nover lines.", False), ("More.", False)]),
+    # one that begins with a fence line and code: the fence opens a block the chunk's end cuts
+    ("```\nfoo();\nbar();", [("foo();", True), ("bar();", True)]),
+    # a fence with an info string opens a block, whatever the text on either side looks like
+    ("Call f(&x); see [g] {a}.\n\n```rust\nlet y = 6;\n```\n\nIt prints:\n\n```\nhello world",
+     [("Call f(&x); see [g] {a}.", False), ("let y = 6;", True), ("It prints:", False), ("hello world", True)]),
     ("", []),
 ])
 def test_split_units_table(text, expected):
@@ -188,11 +195,19 @@ def test_candidates_skip_units_repeated_by_overlapping_chunks():
     assert texts == ["Loops run code again.", "You can also return from inside a loop.", "Then the loop ends here."]
 
 
-def test_a_sentence_tail_at_a_chunk_start_is_no_candidate():
+@pytest.mark.parametrize("tail", ["read for a reply.", "`max` in the arm.", "_reply_ comes back.", "[links] go on."])
+def test_a_sentence_tail_at_a_chunk_start_is_no_candidate(tail):
     from unirag.rag.evidence import candidates
 
-    hit = Hit("a", 1.0, "read for a reply. Sockets send and receive bytes. more words follow here.", "a.md")
+    hit = Hit("a", 1.0, f"{tail} Sockets send and receive bytes. more words follow here.", "a.md")
     assert [c.text for c in candidates([hit])] == ["Sockets send and receive bytes.", "more words follow here."]
+
+
+def test_a_chunk_may_start_with_code_markup():
+    from unirag.rag.evidence import candidates
+
+    hit = Hit("a", 1.0, "`Rc<T>` counts references. It frees the value at zero.", "a.md")
+    assert [c.text for c in candidates([hit])][0] == "`Rc<T>` counts references."
 
 
 def test_a_unit_announcing_what_follows_is_quoted_with_it(tiny):
@@ -211,6 +226,14 @@ def test_an_announcing_unit_is_not_quoted_with_markup():
     text = 'Shadow it as follows:\n\n<span class="filename">Filename: src/main.rs</span>\n\nThe end is here.'
     first = candidates([Hit("a", 1.0, text, "a.md")])[0]
     assert first.text == "Shadow it as follows:" and first.following is None
+
+
+def test_an_announcing_unit_is_not_quoted_with_a_template_include():
+    from unirag.rag.evidence import candidates
+
+    text = "Here is an example:\n\n```rust\n{{#rustdoc_include ../listings/ch10/src/main.rs:here}}\n```\n\nThe end."
+    first = candidates([Hit("a", 1.0, text, "a.md")])[0]
+    assert first.text == "Here is an example:" and first.following is None
 
 
 def test_quotes_show_markdown_links_as_their_text():

@@ -148,10 +148,22 @@ def quotable(text: str) -> bool:
     return len(_WORD_OF_LETTERS.findall(_MARKUP.sub(" ", text))) >= MIN_WORDS
 
 
+# what may stand before a sentence's first letter: code spans, emphasis, links, quotes, brackets
+_LEADING_MARKUP = re.compile(r"^[`*_\[(\"“‘']+")
+
+
+def says_something(code: str) -> bool:
+    """Whether a code line holds code once markup is taken out: a template include
+    ("{{#rustdoc_include ../listings/...}}") names a file, it shows none of it."""
+    return bool(_MARKUP.sub(" ", code).strip())
+
+
 def starts_mid_sentence(text: str, unit: Unit, first: bool) -> bool:
-    """Whether a chunk's first unit is the tail of a sentence its chunk's edge cut (it begins
-    with a lower-case letter): a fragment such as "read for a reply." says nothing alone."""
-    return first and not unit.code and text[unit.start:unit.start + 1].islower()
+    """Whether a chunk's first unit is the tail of a sentence its chunk's edge cut: its first
+    letter, after any markup ("`max` in the corresponding arm."), is lower-case. A fragment such
+    as "read for a reply." says nothing alone."""
+    opening = _LEADING_MARKUP.sub("", text[unit.start:unit.start + 40])
+    return first and not unit.code and opening[:1].islower()
 
 
 MAX_TERM_WORDS = 12
@@ -222,12 +234,14 @@ def candidates(hits: Sequence, skip_tails: bool = True) -> list[_Candidate]:
                 continue
             taken.append(normal)
             lo, hi = units[max(j - 1, 0)].start, units[min(j + 1, len(units) - 1)].end
-            # what an announcing unit is quoted with: the next unit, if it is code or says
-            # something in words (a "Filename: src/main.rs" tag after "as follows:" does not)
+            # what an announcing unit is quoted with: the next unit, if it holds code or says
+            # something in words (a "Filename: src/main.rs" tag after "as follows:" does not, nor
+            # does a template include)
             following = units[j + 1] if j + 1 < len(units) else None
-            if (following is not None and not following.code
-                    and not quotable(hit.text[following.start:following.end])):
-                following = None
+            if following is not None:
+                shown = hit.text[following.start:following.end]
+                if not (says_something(shown) if following.code else quotable(shown)):
+                    following = None
             out.append(_Candidate(i, unit, text, hit.text[lo:hi], hit.heading, following,
                                   term_of(hit.text, units, j), sentence_before(hit.text, units, j)))
     return out
