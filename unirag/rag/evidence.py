@@ -159,11 +159,13 @@ def says_something(code: str) -> bool:
 
 
 def starts_mid_sentence(text: str, unit: Unit, first: bool) -> bool:
-    """Whether a chunk's first unit is the tail of a sentence its chunk's edge cut: its first
+    """Whether a chunk's first unit is the tail of a sentence its chunk's edge cut: it opens the
+    chunk's text (a unit after the section's heading line starts the section) and its first
     letter, after any markup ("`max` in the corresponding arm."), is lower-case. A fragment such
     as "read for a reply." says nothing alone."""
-    opening = _LEADING_MARKUP.sub("", text[unit.start:unit.start + 40])
-    return first and not unit.code and opening[:1].islower()
+    if not first or unit.code or text[:unit.start].strip():
+        return False
+    return _LEADING_MARKUP.sub("", text[unit.start:unit.start + 40])[:1].islower()
 
 
 MAX_TERM_WORDS = 12
