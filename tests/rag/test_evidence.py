@@ -30,6 +30,8 @@ def texts(text):
                                                             ("Prose follows here, as usual.", False)]),
     # a chunk that begins with a fence line and a blank line: the fence closes a code block
     ("```\n\nProse goes on\nover lines. More.", [("Prose goes on\nover lines.", False), ("More.", False)]),
+    # the same with another block after it, which the chunk's end cuts
+    ("```\n\nSay it here.\n\n```\nx = 1", [("Say it here.", False), ("x = 1", True)]),
     # one that begins with a fence line and code: the fence opens a block the chunk's end cuts
     ("```\nfoo();\nbar();", [("foo();", True), ("bar();", True)]),
     # a fence with an info string opens a block, whatever the text on either side looks like

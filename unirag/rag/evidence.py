@@ -165,7 +165,7 @@ def starts_mid_sentence(text: str, unit: Unit, first: bool) -> bool:
     as "read for a reply." says nothing alone."""
     if not first or unit.code or text[:unit.start].strip():
         return False
-    return _LEADING_MARKUP.sub("", text[unit.start:unit.start + 40])[:1].islower()
+    return _LEADING_MARKUP.sub("", text[unit.start:unit.end])[:1].islower()
 
 
 MAX_TERM_WORDS = 12

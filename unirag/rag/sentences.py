@@ -17,8 +17,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .chunking import FENCE as _FENCE
+
 MAX_WORDS = 40
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _HEADING = re.compile(r"^ {0,3}#{1,6}\s")
 LIST_ITEM = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+")
 _SENTENCE_END = re.compile(r"[.!?]+[\"')\]]*(?=\s)")
@@ -85,16 +86,15 @@ def _punctuation_share(text: str) -> float:
 
 
 def _starts_in_fence(text: str) -> bool:
-    """Whether a chunk cut from a longer section begins inside a code fence (it has an odd number
-    of fence lines). In order of trust:
+    """Whether a chunk cut from a longer section begins inside a code fence. In order of trust:
     - a fence line with an info string ("```rust") opens a block (CommonMark allows none on a
       closing fence), so its place in the sequence settles which fences close;
     - a chunk that begins with its fence line: a blank line after it means the fence closes a
       block (code starts on the line after an opening fence; prose is set off by a blank line);
-    - else the side (before the first fence or after the last) that looks more like code is the
-      one inside a fence."""
+    - else, with an even number of fences, none is open at the start; with an odd number, the side
+      (before the first fence or after the last) that looks more like code is the one inside."""
     lines = [(offset, line) for offset, line in _lines(text) if _FENCE.match(line)]
-    if len(lines) % 2 == 0:
+    if not lines:
         return False
     tagged = next((i for i, (_, line) in enumerate(lines) if _FENCE.sub("", line).strip()), None)
     if tagged is not None:
@@ -104,6 +104,8 @@ def _starts_in_fence(text: str) -> bool:
     if not before.strip():
         following = text[first:].split("\n", 2)
         return len(following) > 1 and not following[1].strip()
+    if len(lines) % 2 == 0:
+        return False
     return _punctuation_share(before) > _punctuation_share(after)
 
 
