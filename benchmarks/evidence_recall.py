@@ -14,11 +14,19 @@ except the draft (which generates), and counts questions:
   the default fusion: the first unit holding every key is among the k best by that ranking;
 - the oracle: any one or two units that fit the word budget together hold every key (the most
   that choosing among these units could give);
-- selected: the default selection (what `ask` quotes) holds every key.
+- selected: the default selection (what `ask` quotes) holds every key;
+- led by the top k: some unit among the default fusion's k best, quoted first with the rest of
+  the selection filled as `ask` fills it, makes the selection hold every key (k = 1 is the
+  selection itself). How far a second stage that only reorders the first few units could go.
+
+With --scoring-adapter, a second copy of the model (`none`: the base weights without the UniMAE
+adapter) scores the same shown chunks' units, and its rows stand beside the default's: whether
+the adapter costs the selection (the model that quotes is the one that embeds).
 
     python benchmarks/evidence_recall.py --db runs/db \
         --set rust=../shared/data/eval/rag/rust_book_dev_answers.jsonl \
-        --set pydocs-main=../shared/data/eval/rag/python_docs_dev.jsonl [--output runs/bench/evidence_recall.json]
+        --set pydocs-main=../shared/data/eval/rag/python_docs_dev.jsonl [--output runs/bench/evidence_recall.json] \
+        [--scoring-adapter none]
 
 Each --set is COLLECTION=QUESTIONS (a collection already ingested into --db); all sets in one run.
 """
@@ -38,6 +46,7 @@ from unirag.evaluation.answers import has_keys as holds  # noqa: E402
 
 SCORERS = ("likelihood", "embedding", "answer", "lexical", "rank")
 DEPTHS = (1, 2, 3)
+LEADS = (1, 3, 5, 8)
 
 
 def first_holding_rank(scores: Sequence[float], holding: Sequence[bool]) -> int | None:
@@ -57,14 +66,26 @@ def oracle(texts: Sequence[str], words: Sequence[int], keys: Sequence[str], budg
                if words[i] + words[j] <= budget)
 
 
+def led_by(fused: Sequence[float], holds_keys, depth: int = max(LEADS)) -> int | None:
+    """1-based rank, among the `depth` best by `fused`, of the first unit whose leading the
+    selection makes `holds_keys(lead)` true; None if none does. `holds_keys(j)` selects with unit
+    j first (the others after it in their fused order) and tests the selection."""
+    order = sorted(range(len(fused)), key=lambda i: -fused[i])
+    for k, j in enumerate(order[:depth], 1):
+        if holds_keys(j):
+            return k
+    return None
+
+
 def summarise(rows: Sequence[dict], names: Sequence[str]) -> dict:
     """Counts over questions: shown, page not passage (and in the rerank pool), one unit, oracle,
-    selected, and per ranking recall@k."""
+    selected, led by the top k, and per ranking recall@k."""
     single = [r for r in rows if r["one_unit"]]
     out = {"questions": len(rows), "shown": sum(r["shown"] for r in rows), "one_unit": len(single),
            "page_not_passage": sum(r["page"] and not r["shown"] for r in rows),
            "in_rerank_pool": sum(r["page"] and not r["shown"] and r["in_pool"] for r in rows),
-           "oracle": sum(r["oracle"] for r in rows), "selected": sum(r["selected"] for r in rows)}
+           "oracle": sum(r["oracle"] for r in rows), "selected": sum(r["selected"] for r in rows),
+           "led": {f"@{k}": sum(r["led"] is not None and r["led"] <= k for r in rows) for k in LEADS}}
     for name in names:
         ranks = [r["ranks"][name] for r in single]
         out[name] = {f"@{k}": sum(rank is not None and rank < k for rank in ranks) for k in DEPTHS}
@@ -76,6 +97,8 @@ def main() -> None:
     parser.add_argument("--db", required=True)
     parser.add_argument("--set", action="append", required=True, help="COLLECTION=QUESTIONS.jsonl")
     parser.add_argument("--output", default="runs/bench/evidence_recall.json")
+    parser.add_argument("--scoring-adapter", help="also score the units with this adapter's weights ('none': the base "
+                        "model) and report its selection beside the default's")
     args = parser.parse_args()
 
     from tqdm.auto import tqdm
@@ -90,43 +113,65 @@ def main() -> None:
     from unirag.rag.store import connect, open_collection
 
     model = UniModel.load()
+    scorer_models = {"": model}
+    if args.scoring_adapter:
+        scorer_models[f"scored with adapter {args.scoring_adapter}"] = UniModel.load(adapter=args.scoring_adapter)
     client = connect(args.db)
     settings = AskSettings()
     names = (*SCORERS, "default")
+
+    def measured(scorer, q, hits) -> dict:
+        """What one model's scoring of the shown chunks' units gives: ranks, selection, leads."""
+        cands, scores, null = evidence.score(scorer, q.question, hits, SCORERS)
+        chosen = evidence.choose(hits, cands, scores, null, settings.words, settings.scorers)
+        fused = list(evidence.fuse(scores, settings.scorers)) if cands else []
+        scores["default"] = fused
+        texts = [c.text for c in cands]
+        holding = [holds(t, q.keys) for t in texts]
+
+        def led(j: int) -> bool:
+            lead = list(fused)
+            lead[j] = max(fused) + 1.0
+            spans = evidence.choose(hits, cands, {**scores, "lead": lead}, null, settings.words, ("lead",)).spans
+            return holds("\n".join(s.text for s in spans), q.keys)
+
+        return {"one_unit": any(holding),
+                "oracle": oracle(texts, [word_count(t) + 1 for t in texts], q.keys, settings.words),
+                "selected": holds("\n".join(s.text for s in chosen.spans), q.keys),
+                "led": led_by(fused, led),
+                "ranks": {n: first_holding_rank(scores[n], holding) for n in names}}
+
     results, table = {}, []
     for spec in args.set:
         name, _, path = spec.partition("=")
         collection = open_collection(client, name, model)
-        rows = []
+        rows = {label: [] for label in scorer_models}
         for q in tqdm(load_questions(path), desc=name, unit="question"):
             # the rerank's candidates, then what `retrieve` with the rerank returns from them
             pool = retrieve(model, collection, q.question, settings.rerank, settings.retrieval, 0)
             hits = rerank(model, q.question, pool, settings.rerank)[:settings.top_k]
             hits, _ = fit(model, q.question, hits, (), settings.max_new_tokens, ANSWER_SYSTEM)
-            cands, scores, null = evidence.score(model, q.question, hits, SCORERS)
-            chosen = evidence.choose(hits, cands, scores, null, settings.words, settings.scorers)
-            scores["default"] = list(evidence.fuse(scores, settings.scorers)) if cands else []
-            texts = [c.text for c in cands]
-            holding = [holds(t, q.keys) for t in texts]
-            rows.append({"q": q.question, "keys": list(q.keys),
-                         "shown": holds("\n".join(h.text for h in hits), q.keys),
-                         "one_unit": any(holding),
-                         "page": any(same_file(h.source, f) for h in hits for f in q.files),
-                         "in_pool": any(holds(h.text, q.keys) for h in pool),
-                         "oracle": oracle(texts, [word_count(t) + 1 for t in texts], q.keys, settings.words),
-                         "selected": holds("\n".join(s.text for s in chosen.spans), q.keys),
-                         "ranks": {n: first_holding_rank(scores[n], holding) for n in names}})
-        results[name] = {"summary": summarise(rows, names), "per_question": rows}
-        s = results[name]["summary"]
-        table.append([name, s["questions"], s["shown"], f'{s["page_not_passage"]} ({s["in_rerank_pool"]})',
-                      s["one_unit"], s["oracle"], s["selected"]]
-                     + [" / ".join(str(s[n][f"@{k}"]) for k in DEPTHS) for n in names])
+            shared = {"q": q.question, "keys": list(q.keys),
+                      "shown": holds("\n".join(h.text for h in hits), q.keys),
+                      "page": any(same_file(h.source, f) for h in hits for f in q.files),
+                      "in_pool": any(holds(h.text, q.keys) for h in pool)}
+            for label, scorer in scorer_models.items():
+                rows[label].append({**shared, **measured(scorer, q, hits)})
+        for label, labelled in rows.items():
+            key = f"{name}, {label}" if label else name
+            results[key] = {"summary": summarise(labelled, names), "per_question": labelled}
+            s = results[key]["summary"]
+            table.append([key, s["questions"], s["shown"], f'{s["page_not_passage"]} ({s["in_rerank_pool"]})',
+                          s["one_unit"], s["oracle"], s["selected"], " / ".join(str(v) for v in s["led"].values())]
+                         + [" / ".join(str(s[n][f"@{k}"]) for k in DEPTHS) for n in names])
     print(markdown_table(("set", "questions", "keys shown", "page, not passage (in rerank pool)",
                           "one unit holds them", "oracle (<= 2 units)", "selected holds them",
+                          "led by the top " + "/".join(map(str, LEADS)),
                           *(f"{n} @1/@2/@3" for n in names)), table))
     out = write_json(args.output, {"machine": machine_info(), "model": model.name, "sets": args.set,
                                    "settings": {"top_k": settings.top_k, "rerank": settings.rerank,
                                                 "words": settings.words, "scorers": list(settings.scorers)},
+                                   "scoring_adapter": args.scoring_adapter,
                                    "results": results})
     print(f"wrote {out}")
 

@@ -297,15 +297,22 @@ def test_evidence_recall_ranks_oracle_and_summary():
     assert recall.oracle(texts, [4, 4, 40], ["deque", "queues"], budget=10)
     assert recall.oracle(texts, [4, 4, 40], ["deque", "append"], budget=10)
     assert not recall.oracle(texts, [4, 4, 40], ["deque", "long"], budget=10)
+    # leading with the fused order's k-th unit: the first k (1-based) whose lead passes the test
+    assert recall.led_by([0.2, 0.9, 0.5], lambda j: j in (0, 2)) == 2
+    assert recall.led_by([0.2, 0.9, 0.5], lambda j: j == 0, depth=2) is None
+    assert recall.led_by([], lambda j: True) is None
     seen = {"page": True, "in_pool": True}
-    rows = [{**seen, "shown": True, "one_unit": True, "oracle": True, "selected": True, "ranks": {"a": 0, "b": 2}},
-            {**seen, "shown": True, "one_unit": True, "oracle": True, "selected": False, "ranks": {"a": 1, "b": None}},
-            {**seen, "shown": False, "one_unit": False, "oracle": False, "selected": False,
+    rows = [{**seen, "shown": True, "one_unit": True, "oracle": True, "selected": True, "led": 1,
+             "ranks": {"a": 0, "b": 2}},
+            {**seen, "shown": True, "one_unit": True, "oracle": True, "selected": False, "led": 4,
+             "ranks": {"a": 1, "b": None}},
+            {**seen, "shown": False, "one_unit": False, "oracle": False, "selected": False, "led": None,
              "ranks": {"a": None, "b": None}},
             {"page": True, "in_pool": False, "shown": False, "one_unit": False, "oracle": False, "selected": False,
-             "ranks": {"a": None, "b": None}}]
+             "led": None, "ranks": {"a": None, "b": None}}]
     summary = recall.summarise(rows, ["a", "b"])
     assert (summary["questions"], summary["shown"], summary["one_unit"], summary["oracle"], summary["selected"]) == \
         (4, 2, 2, 2, 1)
     assert (summary["page_not_passage"], summary["in_rerank_pool"]) == (2, 1)
     assert summary["a"] == {"@1": 1, "@2": 2, "@3": 2} and summary["b"] == {"@1": 0, "@2": 0, "@3": 1}
+    assert summary["led"] == {"@1": 1, "@3": 1, "@5": 2, "@8": 2}
