@@ -205,6 +205,27 @@ def test_html_without_main_or_article_falls_back_to_the_body():
         "# Landing\n\nWelcome."
 
 
+def test_front_matter_gives_the_page_its_title_and_lede():
+    from unirag.rag.readers import SourceFile, front_matter, read_front_matter
+
+    page = ('---\ntitle: "npm-ci"\nsection: 1\ntags:\n  - install\nnotes: >\n  folded\n'
+            'description: Clean install a project\n---\n\n### Synopsis\n\nnpm ci\n\n### Description\n\nText.')
+    fields, body = front_matter(page)
+    assert fields == {"title": "npm-ci", "section": "1", "description": "Clean install a project"}
+    assert body.lstrip("\n").startswith("### Synopsis")
+    doc = parse(SourceFile(Path("npm-ci.md"), "commands/npm-ci.md", "markdown"), page.encode())
+    assert doc.title == "npm-ci"
+    assert doc.text.startswith("# npm-ci\n\nClean install a project\n\n### Synopsis")
+    # the page's sections now carry its title, and the block is no chunk of its own
+    assert [" > ".join(t for _, t in path) for path, _ in split_sections(doc.text)] == \
+        ["npm-ci", "npm-ci > Synopsis", "npm-ci > Description"]
+    # TOML front matter; a body that opens with the same title keeps one heading
+    assert read_front_matter('+++\ntitle = "Guide"\n+++\n# Guide\n\nBody') == ("# Guide\n\nBody", "Guide")
+    # a horizontal rule and prose, or no block at all, are text
+    for text in ("---\nJust a rule, then prose.\n---\nMore.", "# T\n\ntitle: x", "---\n---\nBody"):
+        assert read_front_matter(text) == (text, "")
+
+
 def test_a_new_reader_format_gives_its_files_new_chunk_ids():
     from unirag.rag.ingest import doc_version
     from unirag.rag.readers import READER_FORMATS
@@ -212,6 +233,7 @@ def test_a_new_reader_format_gives_its_files_new_chunk_ids():
     # ids of kinds read as before stay as they were (nothing re-embedded); html's changed once
     assert doc_version("h", SMALL, 0) == doc_version("h", SMALL)
     assert doc_version("h", SMALL, READER_FORMATS["html"]) != doc_version("h", SMALL)
+    assert doc_version("h", SMALL, READER_FORMATS["markdown"]) != doc_version("h", SMALL, 1)  # front matter read
 
 
 def test_sphinx_page_keeps_only_its_role_main_body():

@@ -3,7 +3,8 @@
 Ingest must never stop on one bad file, so each step returns either a result or a `Skipped`
 with a one-line reason that ends up in the summary. Markdown, reStructuredText and HTML all come
 out as Markdown-style text (ATX `#` headings), so the chunker has one heading syntax to follow; of
-an HTML page only its main content is read, not the navigation and footer it shares with its site.
+an HTML page only its main content is read, not the navigation and footer it shares with its site;
+a Markdown file's front matter gives the page its title and first paragraph.
 Symlinks are never followed: that rules out loops and files outside the folder in one rule.
 """
 
@@ -28,8 +29,8 @@ DEFAULT_MAX_BYTES = 20 * 1024 * 1024
 # Bump a kind's number when its reader turns the same file into different text: ingest then
 # re-reads and re-embeds those files instead of keeping their old chunks (kinds absent: 0).
 # html 1: the main content only (navigation, sidebars, header/footer and permalinks dropped)
-# markdown 1: HTML comments dropped (outside code)
-READER_FORMATS = {"html": 1, "markdown": 1}
+# markdown 1: HTML comments dropped (outside code); 2: front matter read (title, description)
+READER_FORMATS = {"html": 1, "markdown": 2}
 
 
 @dataclass(frozen=True)
@@ -136,7 +137,7 @@ def parse(file: SourceFile, data: bytes) -> Document | Skipped:
     elif file.kind == "rst":
         text = rst_to_markdown(text)
     elif file.kind == "markdown":
-        text = strip_markdown_comments(text)
+        text, title = read_front_matter(strip_markdown_comments(text))
     markdown = file.kind != "text"
     if not text.strip():
         return Skipped(file.source, "no text (only whitespace or markup)")
@@ -433,6 +434,58 @@ def strip_markdown_comments(text: str) -> str:
             pos, fence = end, None
     out.append(text[pos:] if fence else prose(text[pos:]))
     return "".join(out)
+
+
+# YAML ("---" ... "---" or "...") or TOML ("+++" ... "+++") block at the very start of a file
+_FRONT_MATTER = re.compile(r"\A(?:---[ \t]*\n(.*?)\n(?:---|\.\.\.)|\+\+\+[ \t]*\n(.*?)\n\+\+\+)[ \t]*(?:\n|\Z)",
+                           re.DOTALL)
+_FIELD = re.compile(r"^([A-Za-z_][\w-]*)[ \t]*[:=][ \t]*(.*?)[ \t]*$")
+# the fields a rendered page shows at its top: its title, then a one-line summary under it
+_LEDE_FIELDS = ("description", "summary", "subtitle")
+
+
+def front_matter(text: str) -> tuple[dict[str, str], str]:
+    """(the block's top-level one-line fields, the text after it), or ({}, text) when the text does
+    not open with a front matter block.
+
+    A block counts only when every line is a field ("key: value" or "key = value"), indented
+    (a nested value), a list item, a comment or blank: a document that opens with a horizontal
+    rule ("---") and prose is not front matter."""
+    match = _FRONT_MATTER.match(text)
+    if not match:
+        return {}, text
+    fields, is_block = {}, False
+    for line in (match.group(1) if match.group(1) is not None else match.group(2)).split("\n"):
+        field = _FIELD.match(line)
+        if field:
+            value = field.group(2)
+            if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+                value = value[1:-1]
+            if value and value not in "|>[{":  # a multi-line or nested value says nothing on this line
+                fields[field.group(1).lower()] = value.strip()
+            is_block = True
+        elif line.strip() and not (line[0] in " \t" or line.startswith(("- ", "#"))):
+            return {}, text
+    return (fields, text[match.end():]) if is_block else ({}, text)
+
+
+def read_front_matter(text: str) -> tuple[str, str]:
+    """(the text with its front matter as a page shows it, the page's title or "").
+
+    Why: static-site docs (Jekyll, Hugo, Docusaurus, the npm CLI's) keep the page's title, such
+    as "npm-ci", and its one-line description only in the front matter, and start the body at
+    "### Synopsis". Read as text, the block became a chunk of its own, and no other chunk of
+    the page said what it is about: its heading path read "Synopsis > Description". The title
+    becomes the page's top heading (unless the body opens with the same one) and the
+    description its first paragraph."""
+    fields, body = front_matter(text)
+    title, lede = fields.get("title", ""), next((fields[k] for k in _LEDE_FIELDS if fields.get(k)), "")
+    if not fields:
+        return text, ""
+    body = body.lstrip("\n")
+    opening = re.match(r"#{1,6}[ \t]+(.*?)[ \t#]*(?:\n|\Z)", body)
+    top = f"# {title}\n\n" if title and not (opening and opening.group(1).lower() == title.lower()) else ""
+    return top + (f"{lede}\n\n" if lede else "") + body, title
 
 
 # ---------------------------------------------------------------------- reStructuredText
