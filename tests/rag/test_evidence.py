@@ -249,6 +249,14 @@ def test_quotes_show_markdown_links_as_their_text():
         "“You can make them mutable as in Chapter 2, see the guide or intro; x[i][j] and v[0](1) stay.” [1]")
 
 
+def test_quotes_leave_blockquote_markers_out_but_keep_prompts():
+    from unirag.rag.evidence import Span
+
+    text = "> This could get\n> more repetitive than\n> > this."
+    assert quote(Span(0, 0, len(text), text)) == "“This could get more repetitive than this.” [1]"
+    assert quote(Span(0, 0, 14, ">>> len(a) > 2")) == "“>>> len(a) > 2” [1]"
+
+
 def test_quotes_leave_code_fence_lines_out():
     from unirag.rag.evidence import Span
 
