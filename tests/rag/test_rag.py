@@ -208,7 +208,7 @@ def test_html_without_main_or_article_falls_back_to_the_body():
 def test_front_matter_gives_the_page_its_title_and_lede():
     from unirag.rag.readers import SourceFile, front_matter, read_front_matter
 
-    page = ('---\ntitle: "npm-ci"\nsection: 1\ntags:\n  - install\nnotes: >\n  folded\n'
+    page = ('---\ntitle: "npm-ci"\nsection: 1\ntags:\n  - install\nnotes: >-\n  folded\naliases: [ic, ci]\n'
             'description: Clean install a project\n---\n\n### Synopsis\n\nnpm ci\n\n### Description\n\nText.')
     fields, body = front_matter(page)
     assert fields == {"title": "npm-ci", "section": "1", "description": "Clean install a project"}

@@ -461,7 +461,8 @@ def front_matter(text: str) -> tuple[dict[str, str], str]:
             value = field.group(2)
             if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
                 value = value[1:-1]
-            if value and value not in "|>[{":  # a multi-line or nested value says nothing on this line
+            # a block scalar ("|", ">-"), a flow list or map, or an anchor says nothing on this line
+            if value and value[0] not in "|>[{&*!":
                 fields[field.group(1).lower()] = value.strip()
             is_block = True
         elif line.strip() and not (line[0] in " \t" or line.startswith(("- ", "#"))):
@@ -474,10 +475,10 @@ def read_front_matter(text: str) -> tuple[str, str]:
 
     Why: static-site docs (Jekyll, Hugo, Docusaurus, the npm CLI's) keep the page's title, such
     as "npm-ci", and its one-line description only in the front matter, and start the body at
-    "### Synopsis". Read as text, the block became a chunk of its own, and no other chunk of
-    the page said what it is about: its heading path read "Synopsis > Description". The title
-    becomes the page's top heading (unless the body opens with the same one) and the
-    description its first paragraph."""
+    "### Synopsis". Read as text, the block became a chunk of its own, every such page's title
+    read "Synopsis", and no other chunk of it said what it is about (embedded as "Synopsis /
+    Description"). The title becomes the page's top heading (unless the body opens with the
+    same one) and the description its first paragraph."""
     fields, body = front_matter(text)
     title, lede = fields.get("title", ""), next((fields[k] for k in _LEDE_FIELDS if fields.get(k)), "")
     if not fields:
