@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from ..errors import UniragError
 
-_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)[ \t#]*$")
+HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)[ \t#]*$")  # an ATX heading line (readers.py reads front matter with it)
 FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")  # a code fence line (readers.py reads Markdown with it too)
 HEADINGS_FORMAT = 2  # bump when what `embed_text` prepends changes (2: titles from `##`-first pages)
 
@@ -87,7 +87,7 @@ def split_sections(text: str) -> list[tuple[list[tuple[int, str]], str]]:
         elif (f := FENCE.match(line)):
             fence = f.group(1)[0] * 3
         else:
-            match = _HEADING.match(line)
+            match = HEADING.match(line)
         if match:
             level, title = len(match.group(1)), match.group(2).strip()
             while stack and stack[-1][0] >= level:

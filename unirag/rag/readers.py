@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..errors import UniragError
-from .chunking import FENCE, markdown_title
+from .chunking import FENCE, HEADING, markdown_title
 
 KINDS = {".md": "markdown", ".markdown": "markdown", ".txt": "text", ".rst": "rst",
          ".html": "html", ".htm": "html", ".pdf": "pdf"}
@@ -484,8 +484,8 @@ def read_front_matter(text: str) -> tuple[str, str]:
     if not fields:
         return text, ""
     body = body.lstrip("\n")
-    opening = re.match(r"#{1,6}[ \t]+(.*?)[ \t#]*(?:\n|\Z)", body)
-    top = f"# {title}\n\n" if title and not (opening and opening.group(1).lower() == title.lower()) else ""
+    opening = HEADING.match(body.split("\n", 1)[0])
+    top = f"# {title}\n\n" if title and not (opening and opening.group(2).lower() == title.lower()) else ""
     return top + (f"{lede}\n\n" if lede else "") + body, title
 
 
