@@ -24,7 +24,7 @@ from pathlib import Path
 from ..errors import UniragError
 from . import store
 from .chunking import Chunk, ChunkSettings, chunk_text, embed_texts
-from .readers import (DEFAULT_MAX_BYTES, KINDS, READER_FORMATS, Document, Skipped, SourceFile, content_hash, parse,
+from .readers import (DEFAULT_MAX_BYTES, KINDS, Document, Skipped, SourceFile, content_hash, parse, reader_format,
                       read_bytes, walk)
 
 PAUSE_ENV = "UNIRAG_TEST_PAUSE_AFTER_UPSERT"  # tests only: seconds to sleep between upsert and delete
@@ -180,7 +180,7 @@ class _Run:
         if isinstance(data, Skipped):
             return self.skip(data, old)
         file_hash = content_hash(data)
-        version = doc_version(file_hash, self.settings, READER_FORMATS.get(file.kind, 0))
+        version = doc_version(file_hash, self.settings, reader_format(file, data))
         if (current := self.complete_ids(file.source, version, old)) is not None:
             stale = old - current
             if stale:  # a killed run upserted this version but did not get to delete the old one

@@ -22,6 +22,7 @@ from typing import NamedTuple
 
 from ..errors import UniragError
 from .chunking import FENCE, HEADING, markdown_title
+from .rst import looks_like_rst, rst_to_markdown
 
 KINDS = {".md": "markdown", ".markdown": "markdown", ".txt": "text", ".rst": "rst",
          ".html": "html", ".htm": "html", ".pdf": "pdf"}
@@ -30,7 +31,9 @@ DEFAULT_MAX_BYTES = 20 * 1024 * 1024
 # re-reads and re-embeds those files instead of keeping their old chunks (kinds absent: 0).
 # html 1: the main content only (navigation, sidebars, header/footer and permalinks dropped)
 # markdown 1: HTML comments dropped (outside code); 2: front matter read (title, description)
-READER_FORMATS = {"html": 1, "markdown": 2}
+# rst 1: directives, literal blocks, roles and links read (`rst.py`), not only section titles;
+# a .txt file written in RST (Sphinx's include fragments, older Sphinx sources) is read as one
+READER_FORMATS = {"html": 1, "markdown": 2, "rst": 1}
 
 
 @dataclass(frozen=True)
@@ -124,6 +127,13 @@ def content_hash(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def reader_format(file: SourceFile, data: bytes) -> int:
+    """The version of the reading this file gets (READER_FORMATS; 0 for a kind never changed)."""
+    if file.kind == "text" and looks_like_rst(decode(data)[0] or ""):
+        return READER_FORMATS["rst"]
+    return READER_FORMATS.get(file.kind, 0)
+
+
 def parse(file: SourceFile, data: bytes) -> Document | Skipped:
     """Turn the bytes of a file into a Document (Markdown-style text for md/rst/html)."""
     if file.kind == "pdf":
@@ -131,14 +141,15 @@ def parse(file: SourceFile, data: bytes) -> Document | Skipped:
     text, problem = decode(data)
     if text is None:
         return Skipped(file.source, problem)
-    title = ""
+    title, markdown = "", True
     if file.kind == "html":
         text, title = html_to_markdown(text)
-    elif file.kind == "rst":
+    elif file.kind == "rst" or (file.kind == "text" and looks_like_rst(text)):
         text = rst_to_markdown(text)
     elif file.kind == "markdown":
         text, title = read_front_matter(strip_markdown_comments(text))
-    markdown = file.kind != "text"
+    else:
+        markdown = False
     if not text.strip():
         return Skipped(file.source, "no text (only whitespace or markup)")
     title = title or (markdown_title(text) if markdown else "") or Path(file.source).stem
@@ -489,32 +500,3 @@ def read_front_matter(text: str) -> tuple[str, str]:
     return top + (f"{lede}\n\n" if lede else "") + body, title
 
 
-# ---------------------------------------------------------------------- reStructuredText
-_ADORN = re.compile(r"^([=\-~^\"'`#*+<>:._])\1+\s*$")
-
-
-def rst_to_markdown(text: str) -> str:
-    """Rewrite RST section titles (underlined, optionally overlined) as `#` headings.
-
-    RST levels are not fixed characters: the first adornment style seen is level 1, and so on.
-    """
-    lines = text.split("\n")
-    styles: list[tuple[str, bool]] = []
-    out, i = [], 0
-    while i < len(lines):
-        line = lines[i]
-        nxt = lines[i + 1] if i + 1 < len(lines) else ""
-        over = bool(_ADORN.match(line)) and i + 2 < len(lines) and _ADORN.match(lines[i + 2] or "x") is not None
-        if over and lines[i + 1].strip() and lines[i + 2][:1] == line[:1]:
-            title, style, step = lines[i + 1].strip(), (line[0], True), 3
-        elif line.strip() and not _ADORN.match(line) and _ADORN.match(nxt) and len(nxt.rstrip()) >= len(line.rstrip()):
-            title, style, step = line.strip(), (nxt[0], False), 2
-        else:
-            out.append(line)
-            i += 1
-            continue
-        if style not in styles:
-            styles.append(style)
-        out.append("#" * min(styles.index(style) + 1, 6) + " " + title)
-        i += step
-    return "\n".join(out)

@@ -1,0 +1,273 @@
+"""reStructuredText (Sphinx's dialect) as the Markdown-style text the chunker and evidence read.
+
+Why: Sphinx manuals are written in RST, and read raw they put markup in every chunk and quote:
+":prop_tgt:`OUTPUT_NAME`", "``<name>``", ".. versionadded:: 3.1", option lists as directives, and
+code blocks indented under ".. code-block::" that the sentence splitter reads as prose (or, at
+four spaces, prose indented under a note as code). This is not a full RST parser (docutils does
+not know Sphinx's directives and roles without Sphinx); it rewrites the constructs manuals use:
+
+- section titles (underlined, optionally overlined) -> `#` headings; the first adornment style
+  seen is level 1, and so on;
+- code: `.. code-block:: lang` (and `code`, `sourcecode`, `parsed-literal`, `doctest`, ...) and
+  literal blocks after "::" -> fenced code;
+- admonitions (`.. note::`, `warning`, `seealso`, ...) -> "Note: ..." paragraphs; version notes
+  -> "New in version 3.1: ..." as Sphinx renders them;
+- object descriptions (`.. function:: name(args)`, `.. option:: -G <generator>`, any directive
+  not named here) -> the signature as a paragraph of its own in a code span, then its body: the
+  layout of a term and its definition that the evidence quotes together (`evidence.term_of`);
+- directives that show nothing by themselves (`toctree`, `index`, `include`, `raw`, `image`,
+  comments, link targets, substitution definitions) are dropped; `only` and other containers
+  keep their body;
+- indented bodies are dedented (definition lists, block quotes, directive bodies);
+- inline: ``literal`` and code-like roles (:func:`x`, :command:`x`, ...) -> `x`, text roles
+  (:ref:`Title <target>`, :doc:, :term:, ...) -> their text, :pep:`8` -> PEP 8, `text <url>`_
+  links -> text, footnote references and backslash escapes dropped.
+"""
+
+from __future__ import annotations
+
+import re
+
+_ADORN = re.compile(r"^([=\-~^\"'`#*+<>:._])\1+\s*$")
+_DIRECTIVE = re.compile(r"^\.\.\s+([\w:.+-]+)::(?:\s+(.*))?$")
+_OPTION_LINE = re.compile(r"^:[\w -]+:(?:\s|$)")
+# a grid or simple table's rule line ("+----+----+", "====  ====") or a transition ("----")
+_TABLE_RULE = re.compile(r"^\s*(?=[-=+| ]*[-=]{3})[-=+| ]+$")
+_LIST_ITEM = re.compile(r"^(?:[-*+•]|\d+[.)]|#\.|\(?[a-zA-Z0-9]\))\s+")
+
+CODE = {"code-block", "code", "sourcecode", "parsed-literal", "doctest", "testcode", "testoutput",
+        "productionlist"}
+DROPPED = {"toctree", "index", "include", "literalinclude", "image", "figure", "raw", "meta",
+           "highlight", "default-role", "default-domain", "currentmodule", "module", "program",
+           "sectionauthor", "moduleauthor", "codeauthor", "tabularcolumns", "contents", "autosummary",
+           "automodule", "autoclass", "autofunction", "automethod", "autoattribute", "autodata",
+           "autoexception", "cmake-module", "graphviz", "plot", "role", "sectnum", "header", "footer",
+           "target-notes", "title", "spelling:word-list"}
+CONTAINERS = {"only", "container", "rst-class", "class", "ifconfig", "tab", "tabs", "group-tab",
+              "glossary", "list-table", "table", "csv-table", "centered", "hlist", "compound",
+              "epigraph", "highlights", "pull-quote", "line-block"}
+TITLED = {"topic", "sidebar", "rubric"}  # their argument is a title, shown as a paragraph
+ADMONITIONS = {"note": "Note", "warning": "Warning", "tip": "Tip", "important": "Important",
+               "caution": "Caution", "attention": "Attention", "danger": "Danger", "error": "Error",
+               "hint": "Hint", "seealso": "See also", "todo": "To do", "impl-detail": "CPython implementation detail"}
+VERSIONS = {"versionadded": "New in version", "versionchanged": "Changed in version",
+            "deprecated": "Deprecated since version", "versionremoved": "Removed in version",
+            "deprecated-removed": "Deprecated since version"}
+# roles whose text is prose, not a name in code: shown without backticks
+TEXT_ROLES = {"ref", "doc", "term", "manual", "abbr", "guilabel", "menuselection", "dfn", "emphasis",
+              "strong", "title-reference", "math", "sub", "sup", "numref", "download", "kbd", "any",
+              "cite", "index", "pep", "rfc", "source", "issue", "gh", "bpo"}
+
+
+def rst_to_markdown(text: str) -> str:
+    """The RST text rewritten as Markdown-style text (see the module docstring)."""
+    lines = _titles(text.expandtabs(8).split("\n"))
+    out, in_fence = [], False
+    for line in _blocks(lines):
+        if line.startswith("```"):
+            in_fence = not in_fence
+        if in_fence or line.startswith("```"):
+            out.append(line)
+        elif not _TABLE_RULE.match(line):  # a table's rules or a transition: no text
+            out.append(inline(line))
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(out)).strip("\n") + "\n"
+
+
+def _titles(lines: list[str]) -> list[str]:
+    """Section titles as `#` headings; titles start in the first column."""
+    styles: list[tuple[str, bool]] = []
+    out, i = [], 0
+    while i < len(lines):
+        line = lines[i]
+        nxt = lines[i + 1] if i + 1 < len(lines) else ""
+        over = bool(_ADORN.match(line)) and i + 2 < len(lines) and _ADORN.match(lines[i + 2] or "x") is not None
+        if over and lines[i + 1].strip() and lines[i + 2][:1] == line[:1]:
+            title, style, step = lines[i + 1].strip(), (line[0], True), 3
+        elif (line.strip() and not line[0].isspace() and not _ADORN.match(line) and _ADORN.match(nxt)
+              and len(nxt.rstrip()) >= len(line.rstrip())):
+            title, style, step = line.strip(), (nxt[0], False), 2
+        else:
+            out.append(line)
+            i += 1
+            continue
+        if style not in styles:
+            styles.append(style)
+        out += ["", "#" * min(styles.index(style) + 1, 6) + " " + title, ""]
+        i += step
+    return out
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" "))
+
+
+def _indented_block(lines: list[str], i: int, base: int = 0) -> tuple[list[str], int]:
+    """The lines from i on that are blank or indented more than `base`, trailing blanks left out,
+    and the index after them."""
+    j = i
+    while j < len(lines) and (not lines[j].strip() or _indent(lines[j]) > base):
+        j += 1
+    while j > i and not lines[j - 1].strip():
+        j -= 1
+    return lines[i:j], j
+
+
+def _dedent(lines: list[str]) -> list[str]:
+    width = min((_indent(line) for line in lines if line.strip()), default=0)
+    return [line[width:] for line in lines]
+
+
+def _blocks(lines: list[str]) -> list[str]:
+    """Directives, literal blocks and indented bodies rewritten; other lines as they are."""
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        directive = _DIRECTIVE.match(line)
+        if directive:
+            body, i = _indented_block(lines, i + 1)
+            out += _directive(directive.group(1).lower(), (directive.group(2) or "").strip(), _dedent(body))
+            continue
+        if line.startswith("..") and (line.strip() == ".." or line.startswith(".. ")):
+            _, i = _indented_block(lines, i + 1)  # a comment, link target or substitution definition
+            continue
+        if line.strip() and _indent(line) > 0:
+            block, i = _indented_block(lines, i, _indent(line) - 1)
+            previous = next((k for k in range(len(out) - 1, -1, -1) if out[k].strip()), None)
+            if previous is not None and out[previous].rstrip().endswith("::") and not out[-1].strip():
+                out[previous] = _literal_intro(out[previous])
+                out += _fenced("", _dedent(block))
+            else:  # a block quote, a definition, or a list item's continuation: the text dedented
+                out += _blocks(_dedent(block))
+            continue
+        if (line.strip() and i + 1 < len(lines) and lines[i + 1].strip() and _indent(lines[i + 1]) > 0
+                and not _LIST_ITEM.match(line) and not line.startswith(("#", ":", "|"))):
+            # a definition list's term: the term, then its definition as a paragraph of its own
+            out += [line, ""]
+            block, i = _indented_block(lines, i + 1)
+            out += _blocks(_dedent(block)) + [""]
+            continue
+        out.append(line)
+        i += 1
+    return out
+
+
+def _literal_intro(line: str) -> str:
+    """A paragraph's last line before a literal block: "Example::" reads "Example:", a "::" after
+    a space or alone goes."""
+    stripped = line.rstrip()[:-2]
+    return stripped + ":" if stripped and not stripped[-1].isspace() else stripped.rstrip()
+
+
+def _fenced(language: str, body: list[str]) -> list[str]:
+    while body and not body[0].strip():
+        body = body[1:]
+    return ["", f"```{language}", *body, "```", ""] if body else []
+
+
+def _split_options(body: list[str]) -> tuple[list[str], list[str]]:
+    """(the lines before the body's first blank line: the argument's continuation and the
+    directive's `:option:` lines, or text that follows the directive at once; the rest)."""
+    head = 0
+    while head < len(body) and body[head].strip():
+        head += 1
+    return body[:head], body[head:]
+
+
+def _directive(name: str, arg: str, body: list[str]) -> list[str]:
+    short = name.split(":")[-1]
+    head, rest = _split_options(body)
+    options = [line for line in head if _OPTION_LINE.match(line.strip())]
+    continued = [line.strip() for line in head if not _OPTION_LINE.match(line.strip())]
+    if short in DROPPED:
+        return []
+    if short in CODE:
+        language = arg.split()[0] if arg and short in ("code-block", "code", "sourcecode") else ""
+        return _fenced(language, [line for line in head if not _OPTION_LINE.match(line.strip())] + rest)
+    if short in VERSIONS or short in ADMONITIONS or short == "admonition":
+        if short in VERSIONS:
+            version, _, said = arg.partition(" ")
+            label = f"{VERSIONS[short]} {version}"
+        else:
+            label, said = (arg, "") if short == "admonition" else (ADMONITIONS[short], arg)
+        text = " ".join([said, *continued]).strip()
+        if not text:  # the body starts after a blank line: its first paragraph is what the note says
+            text, rest = _first_paragraph(rest)
+        line = f"{label}: {text}" if text else (f"{label}." if short in VERSIONS else f"{label}:")
+        return ["", line, "", *_blocks(rest), ""]
+    if short in CONTAINERS:
+        return ["", *_blocks(rest if options else body), ""]
+    if short in TITLED:
+        return ["", arg, "", *_blocks(rest if options else body), ""]
+    # an object description: each signature a line in a code span, then what it says about it
+    signatures = [s for s in [arg, *continued] if s]
+    return ["", *(f"`{s}`" for s in signatures), "", *_blocks(rest), ""]
+
+
+def _first_paragraph(lines: list[str]) -> tuple[str, list[str]]:
+    """The first paragraph of `lines` joined into one line and the lines after it; ("", lines)
+    when they start with something other than a paragraph (a directive, list or indented block)."""
+    i = 0
+    while i < len(lines) and not lines[i].strip():
+        i += 1
+    if i == len(lines) or lines[i].startswith("..") or _LIST_ITEM.match(lines[i]) or _indent(lines[i]):
+        return "", lines[i:]
+    j = i
+    while j < len(lines) and lines[j].strip() and not _indent(lines[j]):
+        j += 1
+    return " ".join(line.strip() for line in lines[i:j]), lines[j:]
+
+
+_LITERAL = re.compile(r"``(.+?)``")
+_ROLE = re.compile(r":(?:[\w-]+:)?([\w-]+):`((?:[^`\\]|\\.)+)`")
+_LINK = re.compile(r"`([^`<]*?)\s*<[^`<>]+>`__?")
+_NAMED_REFERENCE = re.compile(r"`([^`]+)`__?(?!\w)")
+_FOOTNOTE = re.compile(r"\s?\[(?:#[\w-]*|\d+|\*)\]_")
+_ESCAPE = re.compile(r"\\(.)")
+
+
+def _role(match: re.Match) -> str:
+    role, content = match.group(1).lower(), match.group(2)
+    titled = re.fullmatch(r"(.*?)\s*<([^<>]+)>", content, re.DOTALL)
+    if titled and titled.group(1):
+        content = titled.group(1)
+    elif titled:
+        content = titled.group(2)
+    if role == "pep":
+        return f"PEP {content}"
+    if role == "rfc":
+        return f"RFC {content}"
+    if role in TEXT_ROLES:
+        return content
+    content = content.lstrip("!")
+    if content.startswith("~"):
+        content = content[1:].rsplit(".", 1)[-1]
+    return f"`{content}`"
+
+
+def inline(line: str) -> str:
+    """One line's inline markup rewritten (roles, literals, links, footnote references, escapes)."""
+    if "`" not in line and "\\" not in line and "]_" not in line:
+        return line
+    pieces = re.split(r"(``.+?``)", line)  # literals first: their text is never markup
+    out = []
+    for k, piece in enumerate(pieces):
+        if k % 2:
+            out.append(f"`{piece[2:-2]}`")
+            continue
+        piece = _ROLE.sub(_role, piece)
+        piece = _LINK.sub(lambda m: m.group(1), piece)
+        piece = _NAMED_REFERENCE.sub(lambda m: m.group(1), piece)
+        piece = _FOOTNOTE.sub("", piece)
+        out.append(_ESCAPE.sub(lambda m: "" if m.group(1) == " " else m.group(1), piece))
+    return "".join(out)
+
+
+# what plain text does not hold: a directive, a role, or a double-backquoted literal
+_RST_SIGNS = re.compile(r"^\.\.\s+[\w:.+-]+::|:[\w-]+:`[^`\n]+`|``[^`\s][^`\n]*``", re.MULTILINE)
+
+
+def looks_like_rst(text: str) -> bool:
+    """Whether a .txt file is written in RST (Sphinx's include fragments and older Sphinx sources
+    are .txt): it has a directive, a role or a double-backquoted literal."""
+    return bool(_RST_SIGNS.search(text))
