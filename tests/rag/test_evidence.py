@@ -331,6 +331,17 @@ def test_a_definitions_first_sentence_is_quoted_with_its_term(tiny):
     assert units[0].text.startswith("On Unix")  # units quoted as cut: the sentence alone
 
 
+def test_a_term_is_quoted_with_the_definition_it_heads(tiny):
+    text = "`--log-level`\n\nSet how many messages are printed.\n\n`--debug-output`\n\nShow the call stack."
+    hit = Hit("a", 1.0, text, "cmake.1.rst", "Options")
+    question = "What is --log-level for?"  # shares its words with the term, none with the definition
+    alone = select(tiny, question, [hit], max_words=20, scorers=("lexical",), whole_thoughts=False)
+    assert alone.spans[0].text == "`--log-level`"  # units as cut: the term ranks first, alone
+    ev = select(tiny, question, [hit], max_words=20, scorers=("lexical",))
+    assert quote(ev.spans[0]) == "“`--log-level` — Set how many messages are printed.” [1]"
+    assert all("messages" not in s.text for s in ev.spans[1:])  # the definition is not quoted twice
+
+
 @pytest.mark.parametrize("text, expected", [
     ("That means their original order is preserved.", True),
     ("So, although it looks like a copy, it is a move.", True),

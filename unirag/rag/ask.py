@@ -151,8 +151,9 @@ _FENCE_LINE = re.compile(r"^\s*(?:`{3,}|~{3,})\S*\s*$", re.MULTILINE)
 # space, so that code such as x[i][j] is left alone) and "[the guide](https://...)" (a URL or path)
 _REFERENCE_LINK = re.compile(r"\[([^\[\]]*\s[^\[\]]*)\]\[[\w-]*\]")
 _INLINE_LINK = re.compile(r"\[([^\[\]]+)\]\((?:https?://|\.{0,2}/|#)[^)\s]*\)")
-# a paragraph break after a line that ends in no punctuation: a term and its definition's body
-_AFTER_TERM = re.compile(r"(?<=[\w)\]])[ \t]*\n[ \t]*\n\s*")
+# a paragraph break after a line that ends in no punctuation (a code span aside): a term and its
+# definition's body
+_AFTER_TERM = re.compile(r"(?<=[\w)\]`])[ \t]*\n[ \t]*\n\s*")
 # Markdown blockquote markers at line starts ("> text", "> > nested"), not a ">>> " prompt
 _BLOCKQUOTE = re.compile(r"^[ \t]*(?:>(?!>>)[ \t]?)+", re.MULTILINE)
 

@@ -20,10 +20,11 @@ code lines: `sentences.py`) and each unit is scored against the question with th
 
 The chosen scorers' rankings are fused by reciprocal rank (the fusion hybrid search uses), and
 units are taken best first until `max_words`, each counted with one word more for the "[n]" it
-will be quoted with; a unit ending in ":" is quoted with the unit it introduces, and a sentence
-that opens the body of a definition is quoted with the term it defines (`term_of`). `relevance` is
-the best unit's query likelihood minus the question's likelihood after an empty passage: how
-much the evidence explains the question, comparable across questions, which is what abstention
+will be quoted with; a unit ending in ":" is quoted with the unit it introduces, a sentence
+that opens the body of a definition with the term it defines (`term_of`), and such a term with
+that sentence. `relevance` is the best unit's query likelihood minus the question's likelihood
+after an empty passage: how much the evidence explains the question, comparable across
+questions, which is what abstention
 thresholds; `answer_gain`, the best unit's "answer" score, is abstention's second test: passages
 that explain the question's topic may still hold nothing the question makes likelier as its answer.
 
@@ -220,6 +221,17 @@ def sentence_before(text: str, units: Sequence[Unit], j: int) -> Unit | None:
     return before
 
 
+def terms_heading_definitions(hits: Sequence) -> set[tuple[int, int]]:
+    """(hit, start) of every unit that is the term of the unit after it (`term_of`). Such a
+    term quoted alone ("`--build-project`", "os.path.expanduser(path)") names what the question
+    asked about and says nothing of it."""
+    heads = set()
+    for i, hit in enumerate(hits):
+        units = split_units(hit.text)
+        heads |= {(i, units[j - 1].start) for j in range(1, len(units)) if term_of(hit.text, units, j) is not None}
+    return heads
+
+
 def candidates(hits: Sequence, skip_tails: bool = True) -> list[_Candidate]:
     """Every quotable unit of every hit, with the text around it. Retrieved chunks overlap, so a
     unit contained in one already taken from a higher-ranked hit (a sentence cut by the chunk's
@@ -335,9 +347,9 @@ def select(model, question: str, hits: Sequence, max_words: int = MAX_WORDS,
            scorers: Sequence[str] = DEFAULT_SCORERS, whole_thoughts: bool = True) -> Evidence:
     """The best units, best first, until `max_words` (each unit counts one word more, for its
     "[n]"); the first is always kept. With `whole_thoughts`, a unit ending in ":" is quoted with
-    the unit it introduces, a definition's first sentence with its term, a unit that points back
-    ("That means ...") with the sentence before it, and sentence tails at a chunk's start are no
-    candidates."""
+    the unit it introduces, a definition's first sentence with its term and a term with its
+    definition's first sentence, a unit that points back ("That means ...") with the sentence
+    before it, and sentence tails at a chunk's start are no candidates."""
     cands, scores, null = score(model, question, hits, scorers, whole_thoughts)
     return choose(hits, cands, scores, null, max_words, scorers, whole_thoughts)
 
@@ -359,6 +371,7 @@ def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[f
     if not cands:
         return Evidence([], float("-inf"), passage_likelihood=(float("-inf"),) * len(hits))
     fused = fuse(scores, scorers)
+    heads = terms_heading_definitions(hits)
     spans, words = [], 0
     covered: set[tuple[int, int]] = set()  # (hit, start) of units already inside a chosen span
     for i in np.argsort(-fused, kind="stable"):
@@ -377,15 +390,17 @@ def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[f
               and (word_count(hits[c.hit].text[c.previous.start:end]) + 1 + words <= max_words or not spans)):
             start, first = c.previous.start, c.previous
         # a unit that announces what follows is quoted with it (the code line or sentence it
-        # introduces), when that fits
-        if (whole_thoughts and announces(c.text) and c.following is not None
+        # introduces), and a term with the first sentence of the definition it heads, when that fits
+        heads_definition = (c.hit, c.unit.start) in heads
+        if (whole_thoughts and (announces(c.text) or heads_definition) and c.following is not None
                 and (c.hit, c.following.start) not in covered):
             extended = hits[c.hit].text[start:c.following.end]
-            if word_count(extended) + 1 + words <= max_words or not spans:
+            if word_count(extended) + 1 + heads_definition + words <= max_words or not spans:
                 end, last = c.following.end, c.following
                 covered.add((c.hit, c.following.start))
         text = hits[c.hit].text[start:end]
-        n = word_count(text) + 1 + (first is c.term)  # the "[n]", and the dash after a term
+        # the "[n]", and the dash that sets a term off from its definition
+        n = word_count(text) + 1 + (first is c.term or last is not c.unit and heads_definition)
         if spans and words + n > max_words:
             continue
         covered.update({(c.hit, c.unit.start), (c.hit, start)})
