@@ -24,9 +24,9 @@ will be quoted with; a unit ending in ":" is quoted with the unit it introduces,
 that opens the body of a definition with the term it defines (`term_of`), and such a term with
 that sentence. `relevance` is the best unit's query likelihood minus the question's likelihood
 after an empty passage: how much the evidence explains the question, comparable across
-questions, which is what abstention
-thresholds; `answer_gain`, the best unit's "answer" score, is abstention's second test: passages
-that explain the question's topic may still hold nothing the question makes likelier as its answer.
+questions, which is what abstention thresholds; `answer_gain`, the best unit's "answer" score, is
+abstention's second test: passages that explain the question's topic may still hold nothing the
+question makes likelier as its answer.
 
 Cost: the embedding, the likelihood and the answer's "without" half come from one pass per unit
 (`scoring.read`: causal attention lets the question follow the embedded unit without changing its
