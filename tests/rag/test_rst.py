@@ -84,3 +84,9 @@ def test_a_txt_file_is_read_as_rst_only_when_it_is_written_in_rst(tmp_path):
     # a plain text file keeps its chunk ids; one read as RST gets new ones
     assert reader_format(SourceFile(plain, "notes.txt", "text"), plain.read_bytes()) == 0
     assert reader_format(SourceFile(fragment, "OPTIONS.txt", "text"), fragment.read_bytes()) > 0
+
+
+def test_deeply_nested_text_is_read_without_exhausting_the_recursion():
+    staircase = "\n".join(" " * i + f"line {i}" for i in range(3000))
+    read = rst_to_markdown(staircase)
+    assert read.rstrip("\n").split("\n")[-2:] == ["line 2998", "line 2999"]

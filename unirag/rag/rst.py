@@ -117,8 +117,15 @@ def _dedent(lines: list[str]) -> list[str]:
     return [line[width:] for line in lines]
 
 
-def _blocks(lines: list[str]) -> list[str]:
+# blocks nested deeper are kept as their lines, stripped: manuals nest a few levels, and a
+# pathological staircase of indents must not exhaust Python's recursion limit
+MAX_NESTING = 40
+
+
+def _blocks(lines: list[str], depth: int = 0) -> list[str]:
     """Directives, literal blocks and indented bodies rewritten; other lines as they are."""
+    if depth > MAX_NESTING:
+        return [line.strip() for line in lines]
     out: list[str] = []
     i = 0
     while i < len(lines):
@@ -126,7 +133,8 @@ def _blocks(lines: list[str]) -> list[str]:
         directive = _DIRECTIVE.match(line)
         if directive:
             body, i = _indented_block(lines, i + 1)
-            out += _directive(directive.group(1).lower(), (directive.group(2) or "").strip(), _dedent(body))
+            name, arg = directive.group(1).lower(), (directive.group(2) or "").strip()
+            out += _directive(name, arg, _dedent(body), depth + 1)
             continue
         if line.startswith("..") and (line.strip() == ".." or line.startswith(".. ")):
             _, i = _indented_block(lines, i + 1)  # a comment, link target or substitution definition
@@ -138,14 +146,14 @@ def _blocks(lines: list[str]) -> list[str]:
                 out[previous] = _literal_intro(out[previous])
                 out += _fenced("", _dedent(block))
             else:  # a block quote, a definition, or a list item's continuation: the text dedented
-                out += _blocks(_dedent(block))
+                out += _blocks(_dedent(block), depth + 1)
             continue
         if (line.strip() and i + 1 < len(lines) and lines[i + 1].strip() and _indent(lines[i + 1]) > 0
                 and not _LIST_ITEM.match(line) and not line.startswith(("#", ":", "|"))):
             # a definition list's term: the term, then its definition as a paragraph of its own
             out += [line, ""]
             block, i = _indented_block(lines, i + 1)
-            out += _blocks(_dedent(block)) + [""]
+            out += _blocks(_dedent(block), depth + 1) + [""]
             continue
         out.append(line)
         i += 1
@@ -174,7 +182,7 @@ def _split_options(body: list[str]) -> tuple[list[str], list[str]]:
     return body[:head], body[head:]
 
 
-def _directive(name: str, arg: str, body: list[str]) -> list[str]:
+def _directive(name: str, arg: str, body: list[str], depth: int) -> list[str]:
     short = name.split(":")[-1]
     head, rest = _split_options(body)
     options = [line for line in head if _OPTION_LINE.match(line.strip())]
@@ -194,14 +202,14 @@ def _directive(name: str, arg: str, body: list[str]) -> list[str]:
         if not text:  # the body starts after a blank line: its first paragraph is what the note says
             text, rest = _first_paragraph(rest)
         line = f"{label}: {text}" if text else (f"{label}." if short in VERSIONS else f"{label}:")
-        return ["", line, "", *_blocks(rest), ""]
+        return ["", line, "", *_blocks(rest, depth), ""]
     if short in CONTAINERS:
-        return ["", *_blocks(rest if options else body), ""]
+        return ["", *_blocks(rest if options else body, depth), ""]
     if short in TITLED:
-        return ["", arg, "", *_blocks(rest if options else body), ""]
+        return ["", arg, "", *_blocks(rest if options else body, depth), ""]
     # an object description: each signature a line in a code span, then what it says about it
     signatures = [s for s in [arg, *continued] if s]
-    return ["", *(f"`{s}`" for s in signatures), "", *_blocks(rest), ""]
+    return ["", *(f"`{s}`" for s in signatures), "", *_blocks(rest, depth), ""]
 
 
 def _first_paragraph(lines: list[str]) -> tuple[str, list[str]]:
