@@ -62,14 +62,17 @@ TEXT_ROLES = {"ref", "doc", "term", "manual", "abbr", "guilabel", "menuselection
 def rst_to_markdown(text: str) -> str:
     """The RST text rewritten as Markdown-style text (see the module docstring)."""
     lines = _titles(text.expandtabs(8).split("\n"))
-    out, in_fence = [], False
+    out, prose, in_fence = [], [], False
     for line in _blocks(lines):
         if line.startswith("```"):
             in_fence = not in_fence
         if in_fence or line.startswith("```"):
-            out.append(line)
+            # inline markup is read over a run of prose lines: a literal or role may wrap
+            out += [inline("\n".join(prose)), line] if prose else [line]
+            prose = []
         elif not _TABLE_RULE.match(line):  # a table's rules or a transition: no text
-            out.append(inline(line))
+            prose.append(line)
+    out += [inline("\n".join(prose))] if prose else []
     return re.sub(r"\n{3,}", "\n\n", "\n".join(out)).strip("\n") + "\n"
 
 
@@ -226,7 +229,7 @@ def _first_paragraph(lines: list[str]) -> tuple[str, list[str]]:
     return " ".join(line.strip() for line in lines[i:j]), lines[j:]
 
 
-_LITERAL = re.compile(r"``(.+?)``")
+_LITERAL = re.compile(r"(``.+?``)", re.DOTALL)
 _ROLE = re.compile(r":(?:[\w-]+:)?([\w-]+):`((?:[^`\\]|\\.)+)`")
 _LINK = re.compile(r"`([^`<]*?)\s*<[^`<>]+>`__?")
 _NAMED_REFERENCE = re.compile(r"`([^`]+)`__?(?!\w)")
@@ -253,11 +256,15 @@ def _role(match: re.Match) -> str:
     return f"`{content}`"
 
 
-def inline(line: str) -> str:
-    """One line's inline markup rewritten (roles, literals, links, footnote references, escapes)."""
-    if "`" not in line and "\\" not in line and "]_" not in line:
-        return line
-    pieces = re.split(r"(``.+?``)", line)  # literals first: their text is never markup
+def inline(text: str) -> str:
+    """Inline markup rewritten (roles, literals, links, footnote references, escapes); a literal
+    may wrap onto the next line, not across a blank one."""
+    if "`" not in text and "\\" not in text and "]_" not in text:
+        return text
+    paragraphs = re.split(r"(\n[ \t]*\n)", text)
+    if len(paragraphs) > 1:  # markup never spans paragraphs: an unmatched quote stays in its own
+        return "".join(inline(part) if k % 2 == 0 else part for k, part in enumerate(paragraphs))
+    pieces = _LITERAL.split(text)  # literals first: their text is never markup
     out = []
     for k, piece in enumerate(pieces):
         if k % 2:
