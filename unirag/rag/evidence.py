@@ -130,6 +130,9 @@ class _Candidate:
     following: Unit | None = None  # the next unit of the same chunk, if any
     term: Unit | None = None  # the term whose definition this unit opens (`term_of`), if any
     previous: Unit | None = None  # the sentence before it in its paragraph (`sentence_before`), if any
+    # it is the term of the next unit (`term_of`): alone it names a thing ("`--build-project`",
+    # "os.path.expanduser(path)") and says nothing of it
+    heads: bool = False
 
 
 # markup that says nothing by itself: HTML tags, template includes ({{#include ...}}), link
@@ -221,17 +224,6 @@ def sentence_before(text: str, units: Sequence[Unit], j: int) -> Unit | None:
     return before
 
 
-def terms_heading_definitions(hits: Sequence) -> set[tuple[int, int]]:
-    """(hit, start) of every unit that is the term of the unit after it (`term_of`). Such a
-    term quoted alone ("`--build-project`", "os.path.expanduser(path)") names what the question
-    asked about and says nothing of it."""
-    heads = set()
-    for i, hit in enumerate(hits):
-        units = split_units(hit.text)
-        heads |= {(i, units[j - 1].start) for j in range(1, len(units)) if term_of(hit.text, units, j) is not None}
-    return heads
-
-
 def candidates(hits: Sequence, skip_tails: bool = True) -> list[_Candidate]:
     """Every quotable unit of every hit, with the text around it. Retrieved chunks overlap, so a
     unit contained in one already taken from a higher-ranked hit (a sentence cut by the chunk's
@@ -240,6 +232,7 @@ def candidates(hits: Sequence, skip_tails: bool = True) -> list[_Candidate]:
     taken: list[str] = []
     for i, hit in enumerate(hits):
         units = split_units(hit.text)
+        terms = [term_of(hit.text, units, k) for k in range(len(units))]
         for j, unit in enumerate(units):
             text = hit.text[unit.start:unit.end]
             normal = _normal(text)
@@ -256,8 +249,9 @@ def candidates(hits: Sequence, skip_tails: bool = True) -> list[_Candidate]:
                 shown = hit.text[following.start:following.end]
                 if not (says_something(shown) if following.code else quotable(shown)):
                     following = None
+            heads = j + 1 < len(units) and terms[j + 1] is not None
             out.append(_Candidate(i, unit, text, hit.text[lo:hi], hit.heading, following,
-                                  term_of(hit.text, units, j), sentence_before(hit.text, units, j)))
+                                  terms[j], sentence_before(hit.text, units, j), heads))
     return out
 
 
@@ -371,7 +365,6 @@ def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[f
     if not cands:
         return Evidence([], float("-inf"), passage_likelihood=(float("-inf"),) * len(hits))
     fused = fuse(scores, scorers)
-    heads = terms_heading_definitions(hits)
     spans, words = [], 0
     covered: set[tuple[int, int]] = set()  # (hit, start) of units already inside a chosen span
     for i in np.argsort(-fused, kind="stable"):
@@ -391,16 +384,15 @@ def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[f
             start, first = c.previous.start, c.previous
         # a unit that announces what follows is quoted with it (the code line or sentence it
         # introduces), and a term with the first sentence of the definition it heads, when that fits
-        heads_definition = (c.hit, c.unit.start) in heads
-        if (whole_thoughts and (announces(c.text) or heads_definition) and c.following is not None
+        if (whole_thoughts and (announces(c.text) or c.heads) and c.following is not None
                 and (c.hit, c.following.start) not in covered):
             extended = hits[c.hit].text[start:c.following.end]
-            if word_count(extended) + 1 + heads_definition + words <= max_words or not spans:
+            if word_count(extended) + 1 + c.heads + words <= max_words or not spans:
                 end, last = c.following.end, c.following
                 covered.add((c.hit, c.following.start))
         text = hits[c.hit].text[start:end]
         # the "[n]", and the dash that sets a term off from its definition
-        n = word_count(text) + 1 + (first is c.term or last is not c.unit and heads_definition)
+        n = word_count(text) + 1 + (first is c.term or last is not c.unit and c.heads)
         if spans and words + n > max_words:
             continue
         covered.update({(c.hit, c.unit.start), (c.hit, start)})

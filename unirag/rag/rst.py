@@ -27,6 +27,7 @@ not know Sphinx's directives and roles without Sphinx); it rewrites the construc
 from __future__ import annotations
 
 import re
+import textwrap
 
 _ADORN = re.compile(r"^([=\-~^\"'`#*+<>:._])\1+\s*$")
 _DIRECTIVE = re.compile(r"^\.\.\s+([\w:.+-]+)::(?:\s+(.*))?$")
@@ -116,8 +117,7 @@ def _indented_block(lines: list[str], i: int, base: int = 0) -> tuple[list[str],
 
 
 def _dedent(lines: list[str]) -> list[str]:
-    width = min((_indent(line) for line in lines if line.strip()), default=0)
-    return [line[width:] for line in lines]
+    return textwrap.dedent("\n".join(lines)).split("\n")
 
 
 # blocks nested deeper are kept as their lines, stripped: manuals nest a few levels, and a
