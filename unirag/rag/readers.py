@@ -22,6 +22,7 @@ from typing import NamedTuple
 
 from ..errors import UniragError
 from .chunking import FENCE, HEADING, markdown_title
+from .pdf import pdf_to_markdown
 from .rst import looks_like_rst, rst_to_markdown
 
 KINDS = {".md": "markdown", ".markdown": "markdown", ".txt": "text", ".rst": "rst",
@@ -33,7 +34,8 @@ DEFAULT_MAX_BYTES = 20 * 1024 * 1024
 # markdown 1: HTML comments dropped (outside code); 2: front matter read (title, description)
 # rst 1: directives, literal blocks, roles and links read (`rst.py`), not only section titles;
 # a .txt file written in RST (Sphinx's include fragments, older Sphinx sources) is read as one
-READER_FORMATS = {"html": 1, "markdown": 2, "rst": 1}
+# pdf 1: running headers, footers and page numbers dropped, headings found by type size (`pdf.py`)
+READER_FORMATS = {"html": 1, "markdown": 2, "pdf": 1, "rst": 1}
 
 
 @dataclass(frozen=True)
@@ -181,20 +183,17 @@ def decode(data: bytes) -> tuple[str | None, str]:
 
 def _parse_pdf(file: SourceFile, data: bytes) -> Document | Skipped:
     try:
-        import io
-
-        from pypdf import PdfReader
+        import pypdf  # noqa: F401
     except ImportError:
         return Skipped(file.source, "pypdf not installed (pip install pypdf to read PDFs)")
     logging.getLogger("pypdf").setLevel(logging.ERROR)  # its warnings lack the file name; the skip says why
     try:
-        pages = [page.extract_text() or "" for page in PdfReader(io.BytesIO(data)).pages]
+        text, title = pdf_to_markdown(data)
     except Exception as err:  # pypdf raises many types on malformed files
         return Skipped(file.source, f"PDF failed to parse: {type(err).__name__}: {err}"[:200])
-    text = "\n\n".join(p.strip() for p in pages if p.strip())
     if not text:
         return Skipped(file.source, "PDF has no extractable text (scanned images?)")
-    return Document(file.source, text, Path(file.source).stem, markdown=False)
+    return Document(file.source, text, title or Path(file.source).stem, markdown=True)
 
 
 # ---------------------------------------------------------------------- HTML

@@ -1,0 +1,205 @@
+"""PDF -> Markdown-style text: pypdf's text with the page furniture taken out and the section
+headings found by their type size.
+
+Why: pypdf gives a PDF's text line by line as it is laid out on the page, with no structure. Read
+as it comes:
+- every page's running header and page number land in the text, often mid-sentence where a
+  paragraph runs on to the next page ("... Information found in a 2 Shared MIME-info Database
+  directory is added ..."), and get quoted as part of it;
+- words hyphenated at a line's end stay cut ("structures man- agement");
+- there are no headings, so a chunk's citation names only the file and its heading path says
+  nothing of what the chunk is about.
+
+So:
+- a line at a page's top or bottom (its first or last EDGE_LINES lines) that recurs there on
+  many pages (digits ignored: "Page 3" and "Page 4" are the same line) is furniture, as is a
+  page number alone at an edge; both are dropped;
+- a paragraph cut by the page break is joined again (the page ends without closing punctuation
+  and the next begins in lower case);
+- a word hyphenated at a line's end between two lower-case letters is joined;
+- a line set in type larger than the body text's (the size most of the characters are set in) is
+  a heading, at a level given by its size among the headings' sizes. Sentences set large (ending
+  in punctuation) are not headings, nor are three or more lines in a row set in one larger size
+  (a paragraph in larger type, or the prose of a page mostly of small-type code);
+- table-of-contents and index entries (dot leaders, then a page number) are dropped.
+Only what pypdf reports is used: no layout analysis, no OCR (a scanned PDF has no text to read).
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+from collections import Counter
+
+EDGE_LINES = 2  # lines at each end of a page where running headers, footers and page numbers sit
+MIN_REPEATS = 3  # a line at the page edges on at least this many pages ...
+REPEAT_SHARE = 0.4  # ... and this share of the pages is furniture
+HEADING_RATIO = 1.15  # type this much larger than the body's is a heading
+MAX_HEADING_LINES = 2  # a heading may wrap onto a second line; more lines in a row are a paragraph
+MAX_HEADING_WORDS = 15
+MAX_LEVEL = 6
+
+_PAGE_NUMBER = re.compile(r"^(?:page\s+)?(?:\d+|[ivxlc]{1,6})(?:\s*(?:of|/)\s*\d+)?$", re.IGNORECASE)
+_DOT_LEADER = re.compile(r"(?:\.\s?){4,}")
+_EDGE_NUMBER = re.compile(r"^\d+\s|\s\d+$")
+_TOC_ENTRY = re.compile(r"(?:\.\s?){4,}\s*(?:\d+|[ivxlc]{1,6})\s*$", re.IGNORECASE)
+_ENDS_SENTENCE = re.compile(r"[.!:;,]$")  # a heading may ask ("What is this spec?")
+_HYPHEN_BREAK = re.compile(r"(?<=[a-z])-\n(?=[a-z])")
+_MARKDOWN_HEADING = re.compile(r"^( {0,3}#{1,6}[ \t])")  # what `chunking.HEADING` reads as a heading
+
+
+def _collapse(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _furniture_key(line: str) -> str:
+    return re.sub(r"\d+", "#", _collapse(line)).lower()
+
+
+def _page(page) -> tuple[list[str], list[tuple[float, str]]]:
+    """(the page's text lines, its text pieces with the size they are set in)."""
+    pieces: list[tuple[float, str]] = []
+
+    def visit(text, cm, tm, font, size):
+        # the size on the page: the font size scaled by the text and current matrices
+        scale = math.hypot(tm[2], tm[3]) * math.hypot(cm[2], cm[3])
+        pieces.append((round(float(size) * scale, 1), text))
+
+    text = page.extract_text(visitor_text=visit) or ""
+    return [line.rstrip() for line in text.split("\n")], pieces
+
+
+def body_size(pages: list[list[tuple[float, str]]]) -> float:
+    """The size most characters are set in."""
+    sizes: Counter = Counter()
+    for pieces in pages:
+        for size, text in pieces:
+            sizes[size] += len(text.strip())
+    return sizes.most_common(1)[0][0] if sizes else 0.0
+
+
+def heading_sizes(pieces: list[tuple[float, str]], body: float) -> dict[str, float]:
+    """{heading text (whitespace collapsed): size} for the lines of a page set larger than the body.
+
+    A line's text can come as several pieces (a heading's number and its words). Three or more
+    lines in a row set in one larger size are a paragraph in larger type, not headings: so
+    where the most common size is not the prose's (a page mostly of small-type code), the prose
+    is not read as headings."""
+    lines: list[tuple[float, str]] = []
+    parts: list[str] = []
+    size_of = 0.0
+    for size, text in pieces:
+        if parts and (size != size_of or parts[-1].endswith("\n")):
+            lines.append((size_of, _collapse("".join(parts))))
+            parts = []
+        if not parts and not text.strip():
+            continue
+        parts.append(text)
+        size_of = size
+    if parts:
+        lines.append((size_of, _collapse("".join(parts))))
+    found: dict[str, float] = {}
+    start = 0
+    while start < len(lines):
+        end = start + 1
+        while end < len(lines) and lines[end][0] == lines[start][0]:
+            end += 1
+        if end - start <= MAX_HEADING_LINES and lines[start][0] >= body * HEADING_RATIO:
+            for size, text in lines[start:end]:
+                if (re.search(r"[^\W\d_]", text) and len(text.split()) <= MAX_HEADING_WORDS
+                        and not _DOT_LEADER.search(text) and not _ENDS_SENTENCE.search(text)):
+                    found.setdefault(text, size)
+        start = end
+    return found
+
+
+def _furniture(pages: list[list[str]]) -> set[str]:
+    """The keys of lines that recur at the page edges on many pages (a document's running header
+    or footer)."""
+    counts: Counter = Counter()
+    for lines in pages:
+        edges = lines[:EDGE_LINES] + lines[-EDGE_LINES:]
+        counts.update({_furniture_key(line) for line in edges})
+    needed = max(MIN_REPEATS, math.ceil(REPEAT_SHARE * len(pages)))
+    return {key for key, n in counts.items() if n >= needed}
+
+
+def _running_line(lines: list[str], neighbours: list[list[str]], end: int) -> bool:
+    """Whether the page's first (end=0) or last (end=-1) line is a running header or footer that
+    changes with the chapter ("Chapter 4: Function reference 9"): it starts or ends with a page
+    number, and the same line, digits aside, is at that end of the page before or after."""
+    if not lines or not _EDGE_NUMBER.search(lines[end].strip()):
+        return False
+    key = _furniture_key(lines[end])
+    return any(other and _furniture_key(other[end]) == key for other in neighbours)
+
+
+def _strip_edges(pages: list[list[str]]) -> list[list[str]]:
+    """The pages' lines without furniture at their tops and bottoms."""
+    furniture = _furniture(pages)
+    out = []
+    for i, lines in enumerate(pages):
+        neighbours = pages[max(i - 1, 0):i] + pages[i + 1:i + 2]
+
+        def is_furniture(line: str) -> bool:
+            return _furniture_key(line) in furniture or bool(_PAGE_NUMBER.match(line.strip()))
+
+        top, bottom = 0, len(lines)
+        if _running_line(lines, neighbours, 0):
+            top = 1
+        while top < min(EDGE_LINES, bottom) and is_furniture(lines[top]):
+            top += 1
+        if bottom > top and _running_line(lines, neighbours, -1):
+            bottom -= 1
+        while bottom > max(top, len(lines) - EDGE_LINES) and is_furniture(lines[bottom - 1]):
+            bottom -= 1
+        out.append(lines[top:bottom])
+    return out
+
+
+def _with_headings(lines: list[str], headings: dict[str, float], levels: dict[float, int]) -> list[str]:
+    """The lines with headings written as Markdown headings (a heading wrapped onto a second line
+    is joined); a body line that would read as a Markdown heading is escaped."""
+    out, i = [], 0
+    while i < len(lines):
+        line = _collapse(lines[i])
+        two = _collapse(lines[i] + " " + lines[i + 1]) if i + 1 < len(lines) else ""
+        if two and two in headings and line not in headings:
+            line, i = two, i + 1
+        if line in headings:
+            out += ["", "#" * levels[headings[line]] + " " + line, ""]
+        else:
+            out.append(_MARKDOWN_HEADING.sub(r"\\\1", lines[i]))
+        i += 1
+    return out
+
+
+def pdf_to_markdown(data: bytes) -> tuple[str, str]:
+    """(the PDF's text as Markdown, its title: the document's own, else its largest heading on the
+    first page, else ""). Raises what pypdf raises on a malformed file."""
+    from pypdf import PdfReader
+
+    reader = PdfReader(io.BytesIO(data))
+    read = [_page(page) for page in reader.pages]
+    body = body_size([pieces for _, pieces in read])
+    page_headings = [heading_sizes(pieces, body) for _, pieces in read]
+    sizes = sorted({size for found in page_headings for size in found.values()}, reverse=True)
+    levels = {size: min(rank + 1, MAX_LEVEL) for rank, size in enumerate(sizes)}
+    # table-of-contents and index entries (a title, dot leaders, a page number) hold nothing to answer from
+    pages = [[line for line in lines if line.strip() and not _TOC_ENTRY.search(line)] for lines, _ in read]
+    if len(pages) > 1:
+        pages = _strip_edges(pages)
+    text = ""
+    for lines, headings in zip(pages, page_headings):
+        page = "\n".join(_with_headings(lines, headings, levels)).strip()
+        if not page:
+            continue
+        # a paragraph the page break cut goes on in the same paragraph
+        runs_on = text and not re.search(r"[.!?:]\W*$", text) and page[0].islower()
+        text += ("\n" if runs_on else "\n\n") * bool(text) + page
+    text = _HYPHEN_BREAK.sub("", text)
+    title = _collapse(str((reader.metadata or {}).get("/Title") or ""))
+    if not title and page_headings and page_headings[0]:
+        title = max(page_headings[0], key=lambda heading: page_headings[0][heading])
+    return re.sub(r"\n{3,}", "\n\n", text).strip(), title
