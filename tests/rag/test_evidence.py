@@ -257,6 +257,14 @@ def test_quotes_leave_blockquote_markers_out_but_keep_prompts():
     assert quote(Span(0, 0, 14, ">>> len(a) > 2")) == "“>>> len(a) > 2” [1]"
 
 
+def test_quotes_leave_a_list_items_bullet_out_but_keep_options():
+    from unirag.rag.evidence import Span
+
+    for text, quoted in (("- Run it once.", "Run it once."), ("• Thread-safety.", "Thread-safety."),
+                         ("-h, --help show help", "-h, --help show help")):
+        assert quote(Span(0, 0, len(text), text)) == f"“{quoted}” [1]"
+
+
 def test_quotes_leave_code_fence_lines_out():
     from unirag.rag.evidence import Span
 

@@ -156,16 +156,19 @@ _INLINE_LINK = re.compile(r"\[([^\[\]]+)\]\((?:https?://|\.{0,2}/|#)[^)\s]*\)")
 _AFTER_TERM = re.compile(r"(?<=[\w)\]`])[ \t]*\n[ \t]*\n\s*")
 # Markdown blockquote markers at line starts ("> text", "> > nested"), not a ">>> " prompt
 _BLOCKQUOTE = re.compile(r"^[ \t]*(?:>(?!>>)[ \t]?)+", re.MULTILINE)
+# a list item's bullet before the quote: markup, not words of the passage ("- Run it." reads "Run it.")
+_BULLET = re.compile(r"^[-*+•][ \t]+")
 
 
 def quote(span: evidence_mod.Span) -> str:
     """A span as it appears in an answer: its text on one line (without code-fence lines, as a
     sentence quoted with the code it introduces would carry, without blockquote markers, which
-    joined into one line read as stray ">" mid-sentence, with Markdown links as their text, and
+    joined into one line read as stray ">" mid-sentence, without a list item's leading bullet,
+    with Markdown links as their text, and
     a term set off from the definition it heads by a dash), in quotes, with its number; "…"
     marks where a sentence too long to quote whole goes on."""
     text = _AFTER_TERM.sub(" — ", _BLOCKQUOTE.sub("", _FENCE_LINE.sub("", span.text)))
-    text = " ".join(_INLINE_LINK.sub(r"\1", _REFERENCE_LINK.sub(r"\1", text)).split())
+    text = _BULLET.sub("", " ".join(_INLINE_LINK.sub(r"\1", _REFERENCE_LINK.sub(r"\1", text)).split()))
     return f"“{'…' if span.cut_before else ''}{text}{'…' if span.cut_after else ''}” [{span.hit + 1}]"
 
 
