@@ -184,13 +184,6 @@ def test_html_drops_permalink_marks_but_keeps_other_links():
     assert "f(x)\n\nCalls it." in text and "See Use and ¶ other." in text
 
 
-def test_html_list_items_start_on_their_marks_line():
-    text, _ = html_to_markdown("<main><ul><li><p>First item.</p></li><li>Second <em>item</em>.</li>"
-                               "<li><p>Third:</p><ul><li><p>nested.</p></li></ul></li></ul></main>")
-    assert text.splitlines()[:2] == ["- First item.", ""] and "- Second item." in text
-    assert "- Third:" in text and "- nested." in text and "-\n" not in text + "\n"
-
-
 def test_html_code_blocks_stay_verbatim_and_fenced():
     code = "def f():\n    if x:\n\n\n        return 1  # indented, with blank lines\n# not a heading"
     markdown_code = "# Title\n```\nfenced\n```"

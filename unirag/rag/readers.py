@@ -30,13 +30,12 @@ KINDS = {".md": "markdown", ".markdown": "markdown", ".txt": "text", ".rst": "rs
 DEFAULT_MAX_BYTES = 20 * 1024 * 1024
 # Bump a kind's number when its reader turns the same file into different text: ingest then
 # re-reads and re-embeds those files instead of keeping their old chunks (kinds absent: 0).
-# html 1: the main content only (navigation, sidebars, header/footer and permalinks dropped);
-# 2: a list item's first paragraph on the item's line ("- text", not "-" above "text")
+# html 1: the main content only (navigation, sidebars, header/footer and permalinks dropped)
 # markdown 1: HTML comments dropped (outside code); 2: front matter read (title, description)
 # rst 1: directives, literal blocks, roles and links read (`rst.py`), not only section titles;
 # a .txt file written in RST (Sphinx's include fragments, older Sphinx sources) is read as one
 # pdf 1: running headers, footers and page numbers dropped, headings found by type size (`pdf.py`)
-READER_FORMATS = {"html": 2, "markdown": 2, "pdf": 1, "rst": 1}
+READER_FORMATS = {"html": 1, "markdown": 2, "pdf": 1, "rst": 1}
 
 
 @dataclass(frozen=True)
@@ -336,14 +335,7 @@ class _Markdown:
         elif tag == "a":
             self._links.append(len(self.out) if attrs.get("href", "").startswith("#") else None)
         elif tag in _BLOCKS:
-            # a block that opens a list item (<li><p>, as Sphinx and mdBook write items) goes on
-            # the item's line: "- text", not a bare "-" line above it
-            if tag != "li" and self._after_list_mark():
-                return
             self._break("\n- " if tag == "li" else "\n")
-
-    def _after_list_mark(self) -> bool:
-        return "".join(self.out[-3:]).rsplit("\n", 1)[-1] == "- "
 
     def end(self, tag: str) -> None:
         if tag in ("td", "th"):
