@@ -56,7 +56,7 @@ def _model_and_collection(db: Path, chroma_url: Optional[str], collection: str, 
 
 
 def ingest(
-    path: Annotated[Path, typer.Argument(help="Folder to index recursively (.md .txt .rst .html .pdf), or one file.")],
+    path: Annotated[Path, typer.Argument(help="Folder to index recursively (.md .txt .rst .html .pdf .ipynb), or one file.")],
     model: ModelOpt = "smollm2-135m",
     adapter: AdapterOpt = "default",
     db: DbOpt = DEFAULT_DB,

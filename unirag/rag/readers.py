@@ -22,11 +22,12 @@ from typing import NamedTuple
 
 from ..errors import UniragError
 from .chunking import FENCE, HEADING, markdown_title
+from .notebook import NotANotebook, notebook_to_markdown
 from .pdf import pdf_to_markdown
 from .rst import looks_like_rst, rst_to_markdown
 
 KINDS = {".md": "markdown", ".markdown": "markdown", ".txt": "text", ".rst": "rst",
-         ".html": "html", ".htm": "html", ".pdf": "pdf"}
+         ".html": "html", ".htm": "html", ".pdf": "pdf", ".ipynb": "notebook"}
 DEFAULT_MAX_BYTES = 20 * 1024 * 1024
 # Bump a kind's number when its reader turns the same file into different text: ingest then
 # re-reads and re-embeds those files instead of keeping their old chunks (kinds absent: 0).
@@ -150,6 +151,11 @@ def parse(file: SourceFile, data: bytes) -> Document | Skipped:
         text = rst_to_markdown(text)
     elif file.kind == "markdown":
         text, title = read_front_matter(strip_markdown_comments(text))
+    elif file.kind == "notebook":
+        try:
+            text = strip_markdown_comments(notebook_to_markdown(text))
+        except NotANotebook as err:
+            return Skipped(file.source, f"notebook {err}")
     else:
         markdown = False
     if not text.strip():
