@@ -74,8 +74,10 @@ def test_headings_are_found_by_type_size_with_levels_by_size():
     assert title == "1 Storing files"  # no title of its own: the first page's largest heading
 
 
-def test_the_documents_own_title_wins():
+def test_the_documents_own_title_wins_unless_it_only_names_a_file():
     assert pdf_to_markdown(make_pdf(manual(), title="Cache Guide"))[1] == "Cache Guide"
+    for title in ("Microsoft Word - guide.docx", "guide.tex", "Untitled"):
+        assert pdf_to_markdown(make_pdf(manual(), title=title))[1] == "1 Storing files"
 
 
 @pytest.mark.parametrize("lines, present, absent", [

@@ -46,6 +46,8 @@ _EDGE_NUMBER = re.compile(r"^\d+\s|\s\d+$")
 _TOC_ENTRY = re.compile(r"(?:\.\s?){4,}\s*(?:\d+|[ivxlc]{1,6})\s*$", re.IGNORECASE)
 _ENDS_SENTENCE = re.compile(r"[.!:;,]$")  # a heading may ask ("What is this spec?")
 _HYPHEN_BREAK = re.compile(r"(?<=[a-z])-\n(?=[a-z])")
+# a document title that names no subject: the file it was made from ("Microsoft Word - notes.docx")
+_NO_TITLE = re.compile(r"^(?:microsoft \w+ - |untitled$)|\.(?:docx?|odt|rtf|tex|dvi|ps|pdf|indd|txt)$", re.IGNORECASE)
 _MARKDOWN_HEADING = re.compile(r"^( {0,3}#{1,6}[ \t])")  # what `chunking.HEADING` reads as a heading
 
 
@@ -176,8 +178,9 @@ def _with_headings(lines: list[str], headings: dict[str, float], levels: dict[fl
 
 
 def pdf_to_markdown(data: bytes) -> tuple[str, str]:
-    """(the PDF's text as Markdown, its title: the document's own, else its largest heading on the
-    first page, else ""). Raises what pypdf raises on a malformed file."""
+    """(the PDF's text as Markdown, its title: the document's own unless that only names a file,
+    else its largest heading on the first page, else ""). Raises what pypdf raises on a
+    malformed file."""
     from pypdf import PdfReader
 
     reader = PdfReader(io.BytesIO(data))
@@ -199,7 +202,9 @@ def pdf_to_markdown(data: bytes) -> tuple[str, str]:
         runs_on = text and not re.search(r"[.!?:]\W*$", text) and page[0].islower()
         text += ("\n" if runs_on else "\n\n") * bool(text) + page
     text = _HYPHEN_BREAK.sub("", text)
-    title = _collapse(str((reader.metadata or {}).get("/Title") or ""))
+    title = _collapse(str((reader.metadata.title if reader.metadata else None) or ""))
+    if _NO_TITLE.search(title):
+        title = ""
     if not title and page_headings and page_headings[0]:
         title = max(page_headings[0], key=lambda heading: page_headings[0][heading])
     return re.sub(r"\n{3,}", "\n\n", text).strip(), title
