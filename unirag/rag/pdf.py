@@ -66,7 +66,7 @@ def _page(page) -> tuple[list[str], list[tuple[float, str]]]:
     def visit(text, cm, tm, font, size):
         # the size on the page: the font size scaled by the text and current matrices
         scale = math.hypot(tm[2], tm[3]) * math.hypot(cm[2], cm[3])
-        pieces.append((round(float(size) * scale, 1), text))
+        pieces.append((round(float(size or 0) * scale, 1), text))
 
     text = page.extract_text(visitor_text=visit) or ""
     return [line.rstrip() for line in text.split("\n")], pieces
@@ -177,6 +177,16 @@ def _with_headings(lines: list[str], headings: dict[str, float], levels: dict[fl
     return out
 
 
+def _own_title(reader) -> str:
+    """The document's title from its metadata, "" when it has none, only names a file, or cannot
+    be read (a malformed metadata entry must not cost the document its text)."""
+    try:
+        title = _collapse(str((reader.metadata.title if reader.metadata else None) or ""))
+    except Exception:  # pypdf raises many types on malformed objects
+        return ""
+    return "" if _NO_TITLE.search(title) else title
+
+
 def pdf_to_markdown(data: bytes) -> tuple[str, str]:
     """(the PDF's text as Markdown, its title: the document's own unless that only names a file,
     else its largest heading on the first page, else ""). Raises what pypdf raises on a
@@ -202,9 +212,7 @@ def pdf_to_markdown(data: bytes) -> tuple[str, str]:
         runs_on = text and not re.search(r"[.!?:]\W*$", text) and page[0].islower()
         text += ("\n" if runs_on else "\n\n") * bool(text) + page
     text = _HYPHEN_BREAK.sub("", text)
-    title = _collapse(str((reader.metadata.title if reader.metadata else None) or ""))
-    if _NO_TITLE.search(title):
-        title = ""
+    title = _own_title(reader)
     if not title and page_headings and page_headings[0]:
         title = max(page_headings[0], key=lambda heading: page_headings[0][heading])
     return re.sub(r"\n{3,}", "\n\n", text).strip(), title
