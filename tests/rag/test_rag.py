@@ -27,7 +27,7 @@ from unirag.rag.ingest import PAUSE_ENV
 from unirag.rag.ingest import ingest as run_ingest
 from unirag.rag.pipeline import answer, build_prompt, citations, fit
 from unirag.rag.pipeline import retrieve as run_retrieve
-from unirag.rag.readers import Skipped, html_to_markdown, parse, read_bytes, rst_to_markdown, walk
+from unirag.rag.readers import Skipped, SourceFile, html_to_markdown, parse, read_bytes, rst_to_markdown, walk
 
 REPO = Path(__file__).resolve().parents[2]
 SMALL = ChunkSettings(chunk_size=32, overlap=8)
@@ -182,6 +182,26 @@ def test_html_drops_permalink_marks_but_keeps_other_links():
     assert "¶" not in text.replace("¶ other", "")
     assert [path for path, _ in split_sections(text)][-1] == [(1, "Intro"), (2, "Use")]
     assert "f(x)\n\nCalls it." in text and "See Use and ¶ other." in text
+
+
+@pytest.mark.parametrize("head, skipped", [
+    ('<meta name="robots" content="noindex">', True),  # mdBook's print.html and toc.html
+    ('<META CONTENT="noindex, follow" NAME="robots"/>', True),  # attributes in either order
+    ("<meta name=robots content=none>", True),  # "none": noindex and nofollow
+    ('<meta name="robots" content="index, nofollow">', False),
+    ('<meta name="description" content="noindex pages explained">', False),
+])
+def test_an_html_page_that_asks_not_to_be_indexed_is_skipped(head, skipped):
+    from unirag.rag.readers import NOINDEX_FORMAT, READER_FORMATS, reader_format
+
+    data = f"<html><head>{head}</head><body><main><p>Every chapter again.</p></main></body></html>".encode()
+    file = SourceFile(Path("print.html"), "print.html", "html")
+    doc = parse(file, data)
+    assert isinstance(doc, Skipped) == skipped
+    if skipped:
+        assert "asks not to be indexed" in doc.reason
+    # only such pages are read anew (their old chunks dropped); every other page keeps its ids
+    assert reader_format(file, data) == (NOINDEX_FORMAT if skipped else READER_FORMATS["html"])
 
 
 def test_html_code_blocks_stay_verbatim_and_fenced():

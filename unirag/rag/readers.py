@@ -37,6 +37,9 @@ DEFAULT_MAX_BYTES = 20 * 1024 * 1024
 # a .txt file written in RST (Sphinx's include fragments, older Sphinx sources) is read as one
 # pdf 1: running headers, footers and page numbers dropped, headings found by type size (`pdf.py`)
 READER_FORMATS = {"html": 1, "markdown": 2, "pdf": 1, "rst": 1}
+# an HTML page that asks not to be indexed is now skipped: only such pages get this number, so
+# that ingest drops their old chunks and every other page keeps its ids
+NOINDEX_FORMAT = 2
 
 
 @dataclass(frozen=True)
@@ -134,6 +137,8 @@ def reader_format(file: SourceFile, data: bytes) -> int:
     """The version of the reading this file gets (READER_FORMATS; 0 for a kind never changed)."""
     if file.kind == "text" and looks_like_rst(decode(data)[0] or ""):
         return READER_FORMATS["rst"]
+    if file.kind == "html" and asks_not_to_be_indexed(decode(data)[0] or ""):
+        return NOINDEX_FORMAT
     return READER_FORMATS.get(file.kind, 0)
 
 
@@ -146,6 +151,8 @@ def parse(file: SourceFile, data: bytes) -> Document | Skipped:
         return Skipped(file.source, problem)
     title, markdown = "", True
     if file.kind == "html":
+        if asks_not_to_be_indexed(text):
+            return Skipped(file.source, NOINDEX_REASON)
         text, title = html_to_markdown(text)
     elif file.kind == "rst" or (file.kind == "text" and looks_like_rst(text)):
         text = rst_to_markdown(text)
@@ -406,6 +413,25 @@ class _Markdown:
                 continue
             lines.append(line)
         return "\n".join(lines).strip()
+
+
+_META = re.compile(r"<meta\b[^>]*>", re.IGNORECASE)
+_ROBOTS = re.compile(r"""\bname\s*=\s*["']?robots\b""", re.IGNORECASE)
+_NOINDEX = re.compile(r"""\bcontent\s*=\s*["']?[^"'>]*\b(?:noindex|none)\b""", re.IGNORECASE)
+NOINDEX_REASON = ('the page asks not to be indexed (<meta name="robots" content="noindex">: '
+                  "a print, contents or redirect page)")
+
+
+def asks_not_to_be_indexed(html: str) -> bool:
+    """Whether the page's head says `<meta name="robots" content="noindex">` (or "none").
+
+    Why: documentation generators mark the pages a search engine should skip. mdBook marks
+    print.html (the whole book again on one page) and toc.html (every chapter's title as a
+    link), and redirect stubs carry it too. Indexed, the first doubles every passage and the
+    second matches any question's words. This is the site's own word, not a guess."""
+    end = html.lower().find("</head")
+    return any(_ROBOTS.search(tag) and _NOINDEX.search(tag)
+               for tag in _META.findall(html if end < 0 else html[:end]))
 
 
 def html_to_markdown(html: str) -> tuple[str, str]:
