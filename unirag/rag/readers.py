@@ -37,7 +37,7 @@ DEFAULT_MAX_BYTES = 20 * 1024 * 1024
 # a .txt file written in RST (Sphinx's include fragments, older Sphinx sources) is read as one
 # pdf 1: running headers, footers and page numbers dropped, headings found by type size (`pdf.py`)
 READER_FORMATS = {"html": 1, "markdown": 2, "pdf": 1, "rst": 1}
-# an HTML page that asks not to be indexed is now skipped: only such pages get this number, so
+# html 2: a page that asks not to be indexed is skipped. Only such pages get this number, so
 # that ingest drops their old chunks and every other page keeps its ids
 NOINDEX_FORMAT = 2
 
