@@ -32,6 +32,8 @@ import math
 import re
 from collections import Counter
 
+from .chunking import HEADING
+
 EDGE_LINES = 2  # lines at each end of a page where running headers, footers and page numbers sit
 MIN_REPEATS = 3  # a line at the page edges on at least this many pages ...
 REPEAT_SHARE = 0.4  # ... and this share of the pages is furniture
@@ -40,15 +42,15 @@ MAX_HEADING_LINES = 2  # a heading may wrap onto a second line; more lines in a 
 MAX_HEADING_WORDS = 15
 MAX_LEVEL = 6
 
-_PAGE_NUMBER = re.compile(r"^(?:page\s+)?(?:\d+|[ivxlc]{1,6})(?:\s*(?:of|/)\s*\d+)?$", re.IGNORECASE)
+_NUMBER = r"(?:\d+|[ivxlc]{1,6})"  # a page number, arabic or roman
+_PAGE_NUMBER = re.compile(rf"^(?:page\s+)?{_NUMBER}(?:\s*(?:of|/)\s*\d+)?$", re.IGNORECASE)
 _DOT_LEADER = re.compile(r"(?:\.\s?){4,}")
 _EDGE_NUMBER = re.compile(r"^\d+\s|\s\d+$")
-_TOC_ENTRY = re.compile(r"(?:\.\s?){4,}\s*(?:\d+|[ivxlc]{1,6})\s*$", re.IGNORECASE)
+_TOC_ENTRY = re.compile(rf"{_DOT_LEADER.pattern}\s*{_NUMBER}\s*$", re.IGNORECASE)
 _ENDS_SENTENCE = re.compile(r"[.!:;,]$")  # a heading may ask ("What is this spec?")
 _HYPHEN_BREAK = re.compile(r"(?<=[a-z])-\n(?=[a-z])")
 # a document title that names no subject: the file it was made from ("Microsoft Word - notes.docx")
 _NO_TITLE = re.compile(r"^(?:microsoft \w+ - |untitled$)|\.(?:docx?|odt|rtf|tex|dvi|ps|pdf|indd|txt)$", re.IGNORECASE)
-_MARKDOWN_HEADING = re.compile(r"^( {0,3}#{1,6}[ \t])")  # what `chunking.HEADING` reads as a heading
 
 
 def _collapse(text: str) -> str:
@@ -172,7 +174,7 @@ def _with_headings(lines: list[str], headings: dict[str, float], levels: dict[fl
         if line in headings:
             out += ["", "#" * levels[headings[line]] + " " + line, ""]
         else:
-            out.append(_MARKDOWN_HEADING.sub(r"\\\1", lines[i]))
+            out.append("\\" + lines[i] if HEADING.match(lines[i]) else lines[i])
         i += 1
     return out
 
