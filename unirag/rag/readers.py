@@ -137,7 +137,8 @@ def reader_format(file: SourceFile, data: bytes) -> int:
     """The version of the reading this file gets (READER_FORMATS; 0 for a kind never changed)."""
     if file.kind == "text" and looks_like_rst(decode(data)[0] or ""):
         return READER_FORMATS["rst"]
-    if file.kind == "html" and asks_not_to_be_indexed(decode(data)[0] or ""):
+    # every ingest asks this of unchanged files too: only the page's head is decoded and read
+    if file.kind == "html" and asks_not_to_be_indexed(decode(_head(data))[0] or ""):
         return NOINDEX_FORMAT
     return READER_FORMATS.get(file.kind, 0)
 
@@ -416,6 +417,7 @@ class _Markdown:
 
 
 _META = re.compile(r"<meta\b[^>]*>", re.IGNORECASE)
+_HEAD_END = re.compile(r"</head", re.IGNORECASE)
 _ROBOTS = re.compile(r"""\bname\s*=\s*["']?robots\b""", re.IGNORECASE)
 _NOINDEX = re.compile(r"""\bcontent\s*=\s*["']?[^"'>]*\b(?:noindex|none)\b""", re.IGNORECASE)
 NOINDEX_REASON = ('the page asks not to be indexed (<meta name="robots" content="noindex">: '
@@ -429,9 +431,16 @@ def asks_not_to_be_indexed(html: str) -> bool:
     print.html (the whole book again on one page) and toc.html (every chapter's title as a
     link), and redirect stubs carry it too. Indexed, the first doubles every passage and the
     second matches any question's words. This is the site's own word, not a guess."""
-    end = html.lower().find("</head")
+    end = _HEAD_END.search(html)
     return any(_ROBOTS.search(tag) and _NOINDEX.search(tag)
-               for tag in _META.findall(html if end < 0 else html[:end]))
+               for tag in _META.findall(html if end is None else html[:end.start()]))
+
+
+def _head(data: bytes) -> bytes:
+    """The bytes before `</head>` (all of them when there is none). An ASCII "<" never sits
+    inside a UTF-8 character, so the cut leaves whole characters."""
+    end = re.search(rb"</head", data, re.IGNORECASE)
+    return data if end is None else data[:end.start()]
 
 
 def html_to_markdown(html: str) -> tuple[str, str]:
