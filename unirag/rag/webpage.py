@@ -1,0 +1,260 @@
+"""An HTML page -> Markdown-style text: its main content, without the furniture it shares with its site.
+
+Navigation, sidebars, site headers and footers repeat on every page of a site, so their chunks
+would be retrieved for any question and answer none. What is main content and what is page
+furniture is decided by the HTML5 / ARIA landmarks that page generators emit (Sphinx, MkDocs,
+Docusaurus, GitHub, hand-written pages): <main>, role="main", <article>; <nav>, <aside>,
+role="navigation", ... No site-specific rules and no scoring heuristics, so what is dropped is
+predictable. Main-content extractors (trafilatura, readability) were measured against this on
+real documentation: benchmarks/html_reading.py.
+
+Uses only the standard library's parser: the page becomes a flat list of events, each flagged with
+what its ancestors are; `_main_content` keeps what a reader reads, and `_Markdown` writes it with
+`#` headings and fenced code.
+"""
+
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+from typing import NamedTuple
+
+_BLOCKS = {"p", "div", "br", "li", "tr", "section", "article", "header", "footer", "main", "pre",
+           "table", "ul", "ol", "blockquote", "hr", "dt", "dd", "nav", "aside", "figure"}
+_VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param", "source",
+         "track", "wbr"}
+_NEVER_TEXT = {"script", "style", "noscript", "template", "svg", "head", "button", "select"}
+_NAVIGATION_ROLES = {"navigation", "search", "complementary", "banner", "contentinfo"}
+# <header> and <aside> are the page's banner and sidebar only outside sectioning content, as ARIA
+# maps them; inside an article or section they are its own: its title block, an abstract, footnotes
+# (Sphinx writes topics and footnotes as <aside>). A <footer> anywhere holds links and metadata
+# ("Edit this page", tags, copyright), not text to answer from.
+_LANDMARK_AT_PAGE_LEVEL = {"header", "aside"}
+_SECTIONING = {"main", "article", "section"}
+# a start tag that closes the open element before it, as HTML does (`<p>a<p>b`, `<li>a<li>b`)
+_IMPLIED_END = {"p": {"p"}, "li": {"li"}, "dt": {"dt", "dd"}, "dd": {"dt", "dd"}, "tr": {"tr", "td", "th"},
+                "td": {"td", "th"}, "th": {"td", "th"}, "option": {"option"}}
+# the whole text of a permalink next to a heading or definition (Sphinx, MkDocs: "¶"; Docusaurus: a
+# zero-width space; others "#", "§" or an icon): a same-page link saying only this is no content
+_PERMALINK_TEXT = {"", "¶", "#", "§", "🔗", "⚓", "\u200b"}
+
+# flags an element passes on to everything inside it
+_HIDDEN, _NAV, _MAIN, _ARTICLE, _SECTION = 1, 2, 4, 8, 16
+
+
+class _Event(NamedTuple):  # a tuple: pages make tens of thousands of these
+    kind: str  # "start", "end" or "text"
+    tag: str  # "" for text
+    data: str | dict  # the text, or a start tag's attributes
+    flags: int  # of the element (start/end) or of the element holding the text
+
+
+class _Events(HTMLParser):
+    """The page as a flat list of events, each flagged with what its ancestors are.
+
+    Kept flat so that no recursion depth limits what pages can be read; end tags close the
+    matching open element (and any left open inside it), stray end tags are ignored.
+    """
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.events: list[_Event] = []
+        self.title = ""
+        self._tags: list[str] = []  # the open elements, outermost first
+        self._flags: list[int] = []  # their flags, each including its ancestors'
+
+    def handle_starttag(self, tag, attrs):
+        if self._tags and self._tags[-1] in _IMPLIED_END.get(tag, ()):
+            self._close_top()
+        attrs = {k: v or "" for k, v in attrs}
+        parent = self._flags[-1] if self._flags else 0
+        flags = parent | _own_flags(tag, attrs, parent)
+        self.events.append(_Event("start", tag, attrs, flags))
+        if tag not in _VOID:
+            self._tags.append(tag)
+            self._flags.append(flags)
+
+    def handle_endtag(self, tag):
+        if tag in self._tags:
+            while self._close_top() != tag:
+                pass
+
+    def handle_data(self, data):
+        tag, flags = (self._tags[-1], self._flags[-1]) if self._tags else ("", 0)
+        if tag == "title" and not self.title and "svg" not in self._tags:
+            self.title = data.strip()
+        self.events.append(_Event("text", "", data, flags))
+
+    def close(self):
+        super().close()
+        while self._tags:
+            self._close_top()
+
+    def _close_top(self) -> str:
+        tag, flags = self._tags.pop(), self._flags.pop()
+        self.events.append(_Event("end", tag, {}, flags))
+        return tag
+
+
+def _own_flags(tag: str, attrs: dict, parent: int) -> int:
+    """What an element is, from its tag and ARIA role; `parent`: the flags of the element holding it."""
+    role = attrs.get("role", "").strip().lower()
+    in_section = bool(parent & (_MAIN | _ARTICLE | _SECTION))
+    flags = 0
+    if tag in _NEVER_TEXT or attrs.get("hidden", "until-found").lower() != "until-found":
+        flags |= _HIDDEN  # hidden="until-found" is collapsed text the browser's search opens: content
+    if tag in ("nav", "footer") or role in _NAVIGATION_ROLES or (tag in _LANDMARK_AT_PAGE_LEVEL and not in_section):
+        flags |= _NAV
+    if tag == "main" or role == "main":
+        flags |= _MAIN
+    if tag == "article" or role == "article":
+        flags |= _ARTICLE
+    if tag in _SECTIONING:
+        flags |= _SECTION
+    return flags
+
+
+def _main_content(events: list[_Event]) -> list[_Event]:
+    """The visible events of the page's main content, widening until some text is found.
+
+    In order: inside <main> / role="main" (minus navigation inside it); else inside <article>s;
+    else the whole page minus navigation, banner and footer; else everything visible.
+    """
+    for inside, outside in ((_MAIN, _HIDDEN | _NAV), (_ARTICLE, _HIDDEN | _NAV), (0, _HIDDEN | _NAV),
+                            (0, _HIDDEN)):
+        kept = [e for e in events if e.flags & inside == inside and not e.flags & outside]
+        if any(e.kind == "text" and e.data.strip() for e in kept):
+            return kept
+    return []
+
+
+class _Markdown:
+    """Renders events as text: h1-h6 become `#` headings, <pre> a fenced block, block tags line breaks."""
+
+    def __init__(self):
+        self.out: list[str] = []
+        self._fences: list[int] = []  # where each open <pre>'s opening fence is in `out`
+        self._links: list[int | None] = []  # where each open <a> began in `out` if it is a same-page link
+        self._cells = 0  # open table cells
+
+    def start(self, tag: str, attrs: dict) -> None:
+        if tag in ("td", "th"):  # a row on one line, cells apart: "-v | verbose", not "-vverbose"
+            if not self._at_line_start():
+                self.out.append("| " if self.out[-1].endswith(" ") else " | ")
+            self._cells += 1
+        elif re.fullmatch(r"h[1-6]", tag):
+            self.out.append("\n\n" + "#" * int(tag[1]) + " ")
+        elif tag == "pre":  # fenced, so `#` lines in code never look like headings
+            self._fences.append(len(self.out))
+            self.out.append("\n```\n")
+        elif tag == "a":
+            self._links.append(len(self.out) if attrs.get("href", "").startswith("#") else None)
+        elif tag in _BLOCKS:
+            self._break("\n- " if tag == "li" else "\n")
+
+    def end(self, tag: str) -> None:
+        if tag in ("td", "th"):
+            self._cells = max(0, self._cells - 1)
+        elif tag == "pre" and self._fences:
+            self._close_fence(self._fences.pop())
+        elif tag == "a":
+            begun = self._links.pop() if self._links else None
+            if begun is not None and "".join(self.out[begun:]).strip() in _PERMALINK_TEXT:
+                del self.out[begun:]
+        elif re.fullmatch(r"h[1-6]", tag):
+            self.out.append("\n\n")
+        elif tag == "p":
+            self._break("\n\n")
+        elif tag in _BLOCKS:
+            self._break("\n")
+
+    def _break(self, text: str) -> None:
+        """A line break between blocks; a space inside a table cell (paragraphs, lists), so rows stay whole."""
+        if not self._cells:
+            self.out.append(text)
+        elif self.out and not self.out[-1].endswith((" ", "\n")):
+            self.out.append(" ")
+
+    def _close_fence(self, at: int) -> None:
+        """End a code block; its fence is ~~~ if the code itself has ``` lines (Markdown shown as code)."""
+        code = "".join(self.out[at + 1:])
+        fence = "~~~" if re.search(r"^\s*```", code, re.MULTILINE) else "```"
+        self.out[at] = f"\n{fence}\n"
+        self.out.append(f"{fence}\n\n" if code.endswith("\n") else f"\n{fence}\n\n")
+
+    def text(self, data: str) -> None:
+        if self._fences:
+            if len(self.out) == self._fences[-1] + 1:  # HTML ignores a newline right after <pre>
+                data = data.removeprefix("\n")
+            self.out.append(data)
+            return
+        data = re.sub(r"\s+", " ", data)
+        if self.out and self.out[-1].endswith(" ") or self._at_line_start():
+            data = data.lstrip()
+        if data:
+            self.out.append(data)
+
+    def _at_line_start(self) -> bool:
+        """Whether the current line holds nothing yet but a heading or list mark."""
+        tail = "".join(self.out[-4:])
+        if "\n" not in tail and len(self.out) > 4:
+            return False
+        return re.fullmatch(r"(#{1,6} |- )?\s*", tail.rsplit("\n", 1)[-1]) is not None
+
+    def result(self) -> str:
+        """The text without spaces around lines nor repeated blank lines; code keeps its indentation and blanks."""
+        lines: list[str] = []
+        fence = None
+        for line in "".join(self.out).split("\n"):
+            line = line.rstrip() if fence else line.strip()
+            if fence is None and line in ("```", "~~~"):
+                fence = line
+            elif line == fence:
+                fence = None
+            elif fence is None and not line and (not lines or not lines[-1]):
+                continue
+            lines.append(line)
+        return "\n".join(lines).strip()
+
+
+_META = re.compile(r"<meta\b[^>]*>", re.IGNORECASE)
+_HEAD_END = re.compile(r"</head", re.IGNORECASE)
+_ROBOTS = re.compile(r"""\bname\s*=\s*["']?robots\b""", re.IGNORECASE)
+_NOINDEX = re.compile(r"""\bcontent\s*=\s*["']?[^"'>]*\b(?:noindex|none)\b""", re.IGNORECASE)
+NOINDEX_REASON = ('the page asks not to be indexed (<meta name="robots" content="noindex">: '
+                  "a print, contents or redirect page)")
+
+
+def asks_not_to_be_indexed(html: str) -> bool:
+    """Whether the page's head says `<meta name="robots" content="noindex">` (or "none").
+
+    Why: documentation generators mark the pages a search engine should skip. mdBook marks
+    print.html (the whole book again on one page) and toc.html (every chapter's title as a
+    link), and redirect stubs carry it too. Indexed, the first doubles every passage and the
+    second matches any question's words. This is the site's own word, not a guess."""
+    end = _HEAD_END.search(html)
+    return any(_ROBOTS.search(tag) and _NOINDEX.search(tag)
+               for tag in _META.findall(html if end is None else html[:end.start()]))
+
+
+def page_head(data: bytes) -> bytes:
+    """The bytes before `</head>` (all of them when there is none). An ASCII "<" never sits
+    inside a UTF-8 character, so the cut leaves whole characters."""
+    end = re.search(rb"</head", data, re.IGNORECASE)
+    return data if end is None else data[:end.start()]
+
+
+def html_to_markdown(html: str) -> tuple[str, str]:
+    """(main content as text with `#` headings, <title>) using only the standard library."""
+    parser = _Events()
+    parser.feed(html)
+    parser.close()
+    out = _Markdown()
+    for event in _main_content(parser.events):
+        if event.kind == "start":
+            out.start(event.tag, event.data)
+        elif event.kind == "end":
+            out.end(event.tag)
+        else:
+            out.text(event.data)
+    return out.result(), parser.title
