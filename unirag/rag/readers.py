@@ -30,14 +30,16 @@ KINDS = {".md": "markdown", ".markdown": "markdown", ".txt": "text", ".rst": "rs
 DEFAULT_MAX_BYTES = 20 * 1024 * 1024
 # Bump a kind's number when its reader turns the same file into different text: ingest then
 # re-reads and re-embeds those files instead of keeping their old chunks (kinds absent: 0).
-# html 1: the main content only (navigation, sidebars, header/footer and permalinks dropped)
+# html 1: the main content only (navigation, sidebars, header/footer and permalinks dropped);
+# 3: sequential navigation and the page's own table of contents dropped too, which DocBook and
+# Texinfo pages mark without landmarks (`webpage.py`; 2 is the no-index pages' number below)
 # markdown 1: HTML comments dropped (outside code); 2: front matter read (title, description)
 # rst 1: directives, literal blocks, roles and links read (`rst.py`), not only section titles;
 # a .txt file written in RST (Sphinx's include fragments, older Sphinx sources) is read as one
 # pdf 1: running headers, footers and page numbers dropped, headings found by type size (`pdf.py`)
-READER_FORMATS = {"html": 1, "markdown": 2, "pdf": 1, "rst": 1}
-# html 2: a page that asks not to be indexed is skipped. Only such pages get this number, so
-# that ingest drops their old chunks and every other page keeps its ids
+READER_FORMATS = {"html": 3, "markdown": 2, "pdf": 1, "rst": 1}
+# a page that asks not to be indexed is skipped. Such pages have a number of their own, so that
+# ingest drops the chunks an earlier reading stored for them
 NOINDEX_FORMAT = 2
 
 

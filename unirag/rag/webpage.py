@@ -24,7 +24,12 @@ _BLOCKS = {"p", "div", "br", "li", "tr", "section", "article", "header", "footer
 _VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param", "source",
          "track", "wbr"}
 _NEVER_TEXT = {"script", "style", "noscript", "template", "svg", "head", "button", "select"}
-_NAVIGATION_ROLES = {"navigation", "search", "complementary", "banner", "contentinfo"}
+# "doc-toc": DPUB-ARIA's table of contents (docutils writes `.. contents::` so)
+_NAVIGATION_ROLES = {"navigation", "search", "complementary", "banner", "contentinfo", "doc-toc"}
+# A page's own table of contents lists its headings as links; indexed, it matches any question's
+# words and answers none. Besides the role above, one class name marks it across generators that
+# predate landmarks: "toc" (DocBook XSL, MediaWiki, Doxygen)
+_CONTENTS_CLASS = "toc"
 # <header> and <aside> are the page's banner and sidebar only outside sectioning content, as ARIA
 # maps them; inside an article or section they are its own: its title block, an abstract, footnotes
 # (Sphinx writes topics and footnotes as <aside>). A <footer> anywhere holds links and metadata
@@ -97,13 +102,15 @@ class _Events(HTMLParser):
 
 
 def _own_flags(tag: str, attrs: dict, parent: int) -> int:
-    """What an element is, from its tag and ARIA role; `parent`: the flags of the element holding it."""
+    """What an element is, from its tag, ARIA role and (for a table of contents) class; `parent`: the
+    flags of the element holding it."""
     role = attrs.get("role", "").strip().lower()
     in_section = bool(parent & (_MAIN | _ARTICLE | _SECTION))
     flags = 0
     if tag in _NEVER_TEXT or attrs.get("hidden", "until-found").lower() != "until-found":
         flags |= _HIDDEN  # hidden="until-found" is collapsed text the browser's search opens: content
-    if tag in ("nav", "footer") or role in _NAVIGATION_ROLES or (tag in _LANDMARK_AT_PAGE_LEVEL and not in_section):
+    if (tag in ("nav", "footer") or role in _NAVIGATION_ROLES or (tag in _LANDMARK_AT_PAGE_LEVEL and not in_section)
+            or _CONTENTS_CLASS in attrs.get("class", "").split()):
         flags |= _NAV
     if tag == "main" or role == "main":
         flags |= _MAIN
@@ -112,6 +119,61 @@ def _own_flags(tag: str, attrs: dict, parent: int) -> int:
     if tag in _SECTIONING:
         flags |= _SECTION
     return flags
+
+
+# Generators older than HTML5 landmarks (DocBook XSL, Texinfo's makeinfo, ...) still mark their
+# sequential navigation in terms HTML itself defines: links whose rel is "prev", "next", "up", ...
+# or that carry an accesskey ("<< 1. Introduction | Up | 3. ... >>", "Next: Memory Usage,
+# Previous: What is libffi?, Up: libffi [Index]"). A block whose links are all such, at least two
+# of them, with a few words besides (the book's title, "Next:"), is navigation: on every page,
+# it matches any question's words and answers none.
+_SEQUENTIAL_RELS = {"prev", "previous", "next", "up", "first", "last", "start", "home", "index", "contents", "toc"}
+NAV_OTHER_WORDS = 6  # words beside a navigation block's links, at most
+_NAV_BLOCKS = {"div", "p", "table", "ul", "ol", "dl", "center"}  # a block that holds a heading is never one
+_HEADINGS = {"h1", "h2", "h3", "h4", "h5", "h6"}
+_WORDS = re.compile(r"\w+")
+
+
+def _sequential(attrs: dict) -> bool:
+    """Whether a link is sequential navigation: rel "prev", "next", "up", ... or an accesskey."""
+    return bool(set(attrs.get("rel", "").lower().split()) & _SEQUENTIAL_RELS or attrs.get("accesskey"))
+
+
+def _sequential_navigation(events: list[_Event]) -> list[_Event]:
+    """The events, with every block of sequential navigation (see above) flagged as navigation."""
+    spans: list[tuple[int, int]] = []  # (start, end) event indices of the outermost such blocks
+    # per open element: [start index, words, words in sequential links, sequential links, other links,
+    # headings]
+    tallies: list[list[int]] = []
+    tags: list[str] = []
+    in_sequential = 0  # open <a> elements that are sequential links
+    for i, event in enumerate(events):
+        if event.kind == "start" and event.tag not in _VOID:
+            sequential = event.tag == "a" and _sequential(event.data)
+            in_sequential += sequential
+            tallies.append([i, 0, 0, int(sequential), int(event.tag == "a" and not sequential), int(event.tag in _HEADINGS)])
+            tags.append(event.tag)
+        elif event.kind == "text" and tallies:
+            n = len(_WORDS.findall(event.data))
+            tallies[-1][1] += n
+            tallies[-1][2] += n if in_sequential else 0
+        elif event.kind == "end" and tallies:
+            (start, words, linked, sequential, other, headings), tag = tallies.pop(), tags.pop()
+            if tag == "a" and sequential:
+                in_sequential -= 1
+            if (tag in _NAV_BLOCKS and sequential >= 2 and not other and not headings
+                    and words - linked <= NAV_OTHER_WORDS):
+                spans = [span for span in spans if span[0] < start] + [(start, i)]  # an outer block replaces inner ones
+            if tallies:
+                for k, n in enumerate((words, linked, sequential, other, headings), 1):
+                    tallies[-1][k] += n
+    if not spans:
+        return events
+    flagged = list(events)
+    for start, end in spans:
+        for k in range(start, end + 1):
+            flagged[k] = flagged[k]._replace(flags=flagged[k].flags | _NAV)
+    return flagged
 
 
 def _main_content(events: list[_Event]) -> list[_Event]:
@@ -250,7 +312,7 @@ def html_to_markdown(html: str) -> tuple[str, str]:
     parser.feed(html)
     parser.close()
     out = _Markdown()
-    for event in _main_content(parser.events):
+    for event in _main_content(_sequential_navigation(parser.events)):
         if event.kind == "start":
             out.start(event.tag, event.data)
         elif event.kind == "end":

@@ -1,0 +1,57 @@
+"""Page furniture that generators older than HTML5 landmarks mark in other ways (webpage.py)."""
+
+import pytest
+
+from unirag.rag.webpage import html_to_markdown
+
+BODY = "<h2>2.1 Getting started</h2><p>Compile your program with -g first.</p>"
+# DocBook XSL: a navigation table of image and text links with accesskeys, around the book's title
+DOCBOOK_HEADER = ('<div><table summary="Navigation header"><tr><td><a accesskey="p" href="intro.html">'
+                  '<img alt="Prev" src="prev.png"></a></td><td><a accesskey="u" href="manual.html">'
+                  '<img alt="Up" src="up.png"></a></td><th>Valgrind User Manual</th><td>'
+                  '<a accesskey="n" href="next.html"><img alt="Next" src="next.png"></a></td></tr></table></div>')
+DOCBOOK_FOOTER = ('<div><table summary="Navigation footer"><tr><td><a accesskey="p" href="intro.html">'
+                  '&lt;&lt; 1. Introduction</a></td><td><a accesskey="u" href="manual.html">Up</a></td>'
+                  '<td><a accesskey="n" href="next.html">3. Advanced Topics &gt;&gt;</a></td></tr>'
+                  '<tr><td><a accesskey="h" href="index.html">Home</a></td></tr></table></div>')
+# Texinfo (makeinfo): a paragraph of rel links with their labels, and a menu of child pages
+TEXINFO_HEADER = ('<div class="header"><p>Next: <a href="Memory.html" accesskey="n" rel="next">Memory Usage</a>, '
+                  'Previous: <a href="Intro.html" accesskey="p" rel="prev">What is libffi?</a>, '
+                  'Up: <a href="index.html" accesskey="u" rel="up">libffi</a> &nbsp; '
+                  '[<a href="Index.html" title="Index" rel="index">Index</a>]</p></div>')
+TEXINFO_MENU = ('<ul class="section-toc"><li><a href="Basics.html" accesskey="1">The Basics</a></li>'
+                '<li><a href="Types.html" accesskey="2">Types</a></li></ul>')
+DOCBOOK_TOC = ('<div class="toc"><p><b>Table of Contents</b></p><dl class="toc"><dt><span class="sect1">'
+               '<a href="core.html#started">2.1 Getting started</a></span></dt></dl></div>')
+
+
+@pytest.mark.parametrize("furniture", [
+    DOCBOOK_HEADER + DOCBOOK_TOC,
+    DOCBOOK_FOOTER,
+    TEXINFO_HEADER + TEXINFO_MENU,
+    '<nav class="contents" role="doc-toc"><p>Contents</p><ul><li><a href="#started">Getting started</a></li></ul></nav>',
+    '<div class="contents" role="doc-toc"><ul><li><a href="#started">Getting started</a></li></ul></div>',
+])
+def test_sequential_navigation_and_the_pages_own_contents_are_dropped(furniture):
+    assert html_to_markdown(f"<html><body>{furniture}{BODY}{furniture}</body></html>")[0] == \
+        "## 2.1 Getting started\n\nCompile your program with -g first."
+
+
+@pytest.mark.parametrize("content, kept", [
+    # one sequential link is a reference in the text, not a navigation bar
+    ('<p>Read <a rel="next" href="next.html">the next chapter</a> first.</p>', "Read the next chapter first."),
+    # a list of links without rel or accesskey is content: what a parameter accepts, related pages
+    ('<p>Writable streams include:</p><ul><li><a href="http.html#req">HTTP requests</a></li>'
+     '<li><a href="fs.html#ws">fs write streams</a></li></ul>', "- HTTP requests\n\n- fs write streams"),
+    # sequential links inside prose longer than a navigation label stay with the prose
+    ('<p>Go <a rel="prev" href="a.html">back</a> or <a rel="next" href="b.html">on</a> once you have '
+     'built the program with debugging information.</p>', "once you have built the program"),
+])
+def test_links_that_are_content_are_kept(content, kept):
+    assert kept in html_to_markdown(f"<body>{BODY}{content}</body>")[0]
+
+
+def test_a_block_holding_a_heading_is_never_navigation():
+    # a chapter page that is its heading and a menu of child pages keeps the heading
+    page = f'<div class="chapter">{TEXINFO_HEADER}<h2>2 Using libffi</h2>{TEXINFO_MENU}</div>'
+    assert html_to_markdown(f"<body>{page}</body>")[0] == "## 2 Using libffi"
