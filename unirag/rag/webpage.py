@@ -142,31 +142,30 @@ def _sequential(attrs: dict) -> bool:
 def _sequential_navigation(events: list[_Event]) -> list[_Event]:
     """The events, with every block of sequential navigation (see above) flagged as navigation."""
     spans: list[tuple[int, int]] = []  # (start, end) event indices of the outermost such blocks
-    # per open element: [start index, words, words in sequential links, sequential links, other links,
-    # headings]
-    tallies: list[list[int]] = []
-    tags: list[str] = []
-    in_sequential = 0  # open <a> elements that are sequential links
+    open_: list[_Tally] = []  # the open elements' tallies, outermost first
+    links: list[bool] = []  # the open <a> elements: sequential or not
     for i, event in enumerate(events):
         if event.kind == "start" and event.tag not in _VOID:
-            sequential = event.tag == "a" and _sequential(event.data)
-            in_sequential += sequential
-            tallies.append([i, 0, 0, int(sequential), int(event.tag == "a" and not sequential), int(event.tag in _HEADINGS)])
-            tags.append(event.tag)
-        elif event.kind == "text" and tallies:
+            tally = _Tally(event.tag, i)
+            if event.tag == "a":
+                links.append(_sequential(event.data))
+                tally.sequential, tally.other = int(links[-1]), int(not links[-1])
+            tally.headings = int(event.tag in _HEADINGS)
+            open_.append(tally)
+        elif event.kind == "text" and open_:
             n = len(_WORDS.findall(event.data))
-            tallies[-1][1] += n
-            tallies[-1][2] += n if in_sequential else 0
-        elif event.kind == "end" and tallies:
-            (start, words, linked, sequential, other, headings), tag = tallies.pop(), tags.pop()
-            if tag == "a" and sequential:
-                in_sequential -= 1
-            if (tag in _NAV_BLOCKS and sequential >= 2 and not other and not headings
-                    and words - linked <= NAV_OTHER_WORDS):
-                spans = [span for span in spans if span[0] < start] + [(start, i)]  # an outer block replaces inner ones
-            if tallies:
-                for k, n in enumerate((words, linked, sequential, other, headings), 1):
-                    tallies[-1][k] += n
+            open_[-1].words += n
+            open_[-1].linked += n if links and links[-1] else 0
+        elif event.kind == "end" and open_:
+            tally = open_.pop()
+            if tally.tag == "a" and links:
+                links.pop()
+            if (tally.tag in _NAV_BLOCKS and tally.sequential >= 2 and not tally.other and not tally.headings
+                    and tally.words - tally.linked <= NAV_OTHER_WORDS):
+                # an outer block replaces the inner ones it holds
+                spans = [span for span in spans if span[0] < tally.start] + [(tally.start, i)]
+            if open_:
+                open_[-1].add(tally)
     if not spans:
         return events
     flagged = list(events)
@@ -174,6 +173,23 @@ def _sequential_navigation(events: list[_Event]) -> list[_Event]:
         for k in range(start, end + 1):
             flagged[k] = flagged[k]._replace(flags=flagged[k].flags | _NAV)
     return flagged
+
+
+class _Tally:
+    """What one element holds: words (those inside sequential links apart), links, headings."""
+
+    __slots__ = ("tag", "start", "words", "linked", "sequential", "other", "headings")
+
+    def __init__(self, tag: str, start: int):
+        self.tag, self.start = tag, start
+        self.words = self.linked = self.sequential = self.other = self.headings = 0
+
+    def add(self, inner: "_Tally") -> None:
+        self.words += inner.words
+        self.linked += inner.linked
+        self.sequential += inner.sequential
+        self.other += inner.other
+        self.headings += inner.headings
 
 
 def _main_content(events: list[_Event]) -> list[_Event]:
