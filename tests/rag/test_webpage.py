@@ -55,3 +55,12 @@ def test_a_block_holding_a_heading_is_never_navigation():
     # a chapter page that is its heading and a menu of child pages keeps the heading
     page = f'<div class="chapter">{TEXINFO_HEADER}<h2>2 Using libffi</h2>{TEXINFO_MENU}</div>'
     assert html_to_markdown(f"<body>{page}</body>")[0] == "## 2 Using libffi"
+
+
+def test_two_listings_in_one_block_come_on_lines_of_their_own():
+    # Node.js: each example as CommonJS and as an ES module, one shown at a time
+    page = ('<main><pre><input type="checkbox"><code class="cjs">const path = require(\'node:path\');</code>'
+            '<code class="mjs">import path from \'node:path\';</code></pre>'
+            '<pre>$ <code>ls</code> -l</pre></main>')
+    assert html_to_markdown(page)[0] == ("```\nconst path = require('node:path');\nimport path from 'node:path';\n```"
+                                         "\n\n```\n$ ls -l\n```")

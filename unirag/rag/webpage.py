@@ -214,6 +214,7 @@ class _Markdown:
         self._fences: list[int] = []  # where each open <pre>'s opening fence is in `out`
         self._links: list[int | None] = []  # where each open <a> began in `out` if it is a same-page link
         self._cells = 0  # open table cells
+        self._code_ended = -1  # where in `out` the last <code> inside a <pre> ended
 
     def start(self, tag: str, attrs: dict) -> None:
         if tag in ("td", "th"):  # a row on one line, cells apart: "-v | verbose", not "-vverbose"
@@ -227,6 +228,10 @@ class _Markdown:
             self.out.append("\n```\n")
         elif tag == "a":
             self._links.append(len(self.out) if attrs.get("href", "").startswith("#") else None)
+        elif tag == "code" and self._fences and self._code_ended == len(self.out):
+            # a listing right after another in one block is another version of it (Node.js gives
+            # each example as CommonJS and as an ES module, and shows one): on a line of its own
+            self.out.append("\n")
         elif tag in _BLOCKS:
             self._break("\n- " if tag == "li" else "\n")
 
@@ -235,6 +240,8 @@ class _Markdown:
             self._cells = max(0, self._cells - 1)
         elif tag == "pre" and self._fences:
             self._close_fence(self._fences.pop())
+        elif tag == "code" and self._fences:
+            self._code_ended = len(self.out)
         elif tag == "a":
             begun = self._links.pop() if self._links else None
             if begun is not None and "".join(self.out[begun:]).strip() in _PERMALINK_TEXT:
