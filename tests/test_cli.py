@@ -171,3 +171,10 @@ def test_demo_documents_ship_in_the_package_and_answer_the_default_question():
     assert 2 <= len(pages) <= 4
     text = " ".join(" ".join(p.read_text().split()) for p in pages)
     assert "unirag keeps a crashed ingest from leaving duplicates because each chunk id comes from" in text
+
+
+def test_ingest_help_names_every_file_type_ingest_reads():
+    from unirag.rag.readers import KINDS
+    from unirag.rag_commands import INGESTED_TYPES
+
+    assert sorted(INGESTED_TYPES.split()) == sorted(KINDS)

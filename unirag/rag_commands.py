@@ -55,8 +55,12 @@ def _model_and_collection(db: Path, chroma_url: Optional[str], collection: str, 
     return uni, open_collection(client, collection, uni)
 
 
+# what readers.KINDS reads, spelled out here so that `unirag --help` does not import the readers
+INGESTED_TYPES = ".md .markdown .txt .rst .html .htm .pdf .ipynb"
+
+
 def ingest(
-    path: Annotated[Path, typer.Argument(help="Folder to index recursively (.md .txt .rst .html .pdf .ipynb), or one file.")],
+    path: Annotated[Path, typer.Argument(help=f"Folder to index recursively ({INGESTED_TYPES}), or one file.")],
     model: ModelOpt = "smollm2-135m",
     adapter: AdapterOpt = "default",
     db: DbOpt = DEFAULT_DB,
