@@ -81,3 +81,17 @@ def test_hybrid_keeps_the_keyword_match_and_dense_candidates(tiny, tmp_path):
     assert all(-1.0 <= h.score <= 1.0001 for h in dense)
     with pytest.raises(UniragError, match="unknown retrieval mode"):
         retrieve(tiny, collection, question, mode="sparse")
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "dense", "lexical"])
+def test_a_passage_repeated_in_another_file_is_retrieved_once(tiny, tmp_path, mode):
+    collection = store.open_collection(store.connect(tmp_path / "db"), "docs", tiny, create=True)
+    option = "Retries a failed download."
+    # a reference page that repeats an option's description on every command page that takes it
+    docs = write(tmp_path / "docs", {f"command{i}.md": f"# Command {i}\n\nRuns step {i}.\n\n## retry\n\n{option}\n"
+                                     for i in range(3)})
+    run_ingest(tiny, collection, docs, settings=SMALL, progress=False)
+    assert collection.get(include=["documents"])["documents"].count(f"## retry\n\n{option}") == 3
+    hits = retrieve(tiny, collection, "How often is a failed download retried?", top_k=6, mode=mode, rerank=6)
+    texts = [h.text for h in hits]
+    assert texts.count(f"## retry\n\n{option}") == 1 and len(texts) == len(set(texts))

@@ -63,6 +63,7 @@ def retrieve(model, collection, question: str, top_k: int = 5, mode: str = "hybr
 
     mode "dense": nearest EOS embeddings. "lexical": BM25 over the same chunks (`lexical.py`).
     "hybrid" (default): the top CANDIDATES of each, fused by reciprocal rank.
+    A chunk whose text a higher-ranked one already holds is left out (`distinct`).
     rerank=N: the first N of that ranking are reordered by the same model's query likelihood
     (`rerank.py`), fused with their retrieval order (the likelihood's counted `rerank_weight` times,
     None: `rerank.LIKELIHOOD_WEIGHT`) unless rerank_fusion=False, before the top_k are kept; 0
@@ -88,18 +89,18 @@ def retrieve(model, collection, question: str, top_k: int = 5, mode: str = "hybr
     dense: list[Hit] = []
     if mode != "lexical":
         vector = model.embed([query_text(model, query)], pooling=store.collection_pooling(collection))[0]
-        depth = max(top_k, rerank) if mode == "dense" else max(top_k, rerank, CANDIDATES)
-        dense = dense_search(collection, vector, depth)
+        dense_depth = max(top_k, rerank) if mode == "dense" else max(top_k, rerank, CANDIDATES)
+        dense = dense_search(collection, vector, dense_depth)
+    depth = max(top_k, rerank)
     if mode == "dense":
-        hits = dense
+        hits = distinct(dense)
     else:
-        depth = max(top_k, rerank)
         words = lexical.index_for(collection).search(query, depth if mode == "lexical" else max(depth, CANDIDATES))
         if mode == "lexical":
             ranked = words
         else:
             ranked = lexical.reciprocal_rank_fusion([[h.id for h in dense], [id_ for id_, _ in words]])
-        hits = _hits(collection, ranked[:depth], {h.id: h for h in dense})
+        hits = distinct(_hits(collection, ranked, {h.id: h for h in dense}))[:depth]
     if rerank:
         from .rerank import LIKELIHOOD_WEIGHT, rerank as rerank_hits
 
@@ -136,6 +137,23 @@ def dense_search(collection, vector, depth: int) -> list[Hit]:
             hits.append(Hit(id_, 1.0 - float(distance), doc or "", meta.get("source", ""), meta.get("heading", ""),
                             meta))
     return hits
+
+
+def distinct(hits: Sequence[Hit]) -> list[Hit]:
+    """The hits less those whose text a higher-ranked hit already holds (spacing aside).
+
+    Why: documentation repeats itself across files. npm's command pages each carry the full
+    description of every config option they take, and Node.js ships its whole API again on one
+    page (all.html). Shown twice, one passage takes two of the few places the answer is drawn from,
+    and the rerank reads it twice."""
+    seen: set[str] = set()
+    kept = []
+    for hit in hits:
+        text = " ".join(hit.text.split())
+        if text not in seen:
+            seen.add(text)
+            kept.append(hit)
+    return kept
 
 
 def query_text(model, question: str) -> str:
