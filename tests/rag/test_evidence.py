@@ -188,6 +188,22 @@ def test_quotable_units_say_something_in_words(text, expected):
     assert quotable(text) is expected
 
 
+@pytest.mark.parametrize("text, expected", [
+    ("Does Valgrind handle such programs?", True), ("What's happening?", True),
+    ('Why is it called "Valgrind?"', True), ("Is it `Option<T>`?", True),
+    ("Valgrind handles such programs.", False), ("Use `x?` to pass the error on.", False),
+])
+def test_a_question_is_never_quoted_as_evidence(text, expected):
+    from unirag.rag.evidence import asks, candidates
+
+    assert asks(text) is expected
+    hit = Hit("a", 1.0, f"Run it under the tool. {text}", "faq.md")
+    assert (text in [c.text for c in candidates([hit])]) is not expected
+    # a code line that ends in "?" (Rust's error propagation) is code, not a question
+    code = Hit("b", 1.0, "Read the file:\n\n```rust\nlet f = File::open(path)?\n```", "io.md")
+    assert "let f = File::open(path)?" in [c.text for c in candidates([code])]
+
+
 def test_candidates_skip_units_repeated_by_overlapping_chunks():
     from unirag.rag.evidence import candidates
 

@@ -152,6 +152,16 @@ def quotable(text: str) -> bool:
     return len(_WORD_OF_LETTERS.findall(_MARKUP.sub(" ", text))) >= MIN_WORDS
 
 
+_ASKS = re.compile(r"\?[\"'”’)\]*_`]*\s*$")  # a question mark, then at most closing marks
+
+
+def asks(text: str) -> bool:
+    """Whether a prose unit is a question ("Does Valgrind handle such programs?", a FAQ's entry,
+    a heading-like "What's happening?"): it restates what the user asks and answers nothing, so
+    it is never quoted as evidence."""
+    return bool(_ASKS.search(text))
+
+
 # what may stand before a sentence's first letter: code spans, emphasis, links, quotes, brackets
 _LEADING_MARKUP = re.compile(r"^[`*_\[(\"“‘']+")
 
@@ -227,7 +237,8 @@ def sentence_before(text: str, units: Sequence[Unit], j: int) -> Unit | None:
 def candidates(hits: Sequence, skip_tails: bool = True) -> list[_Candidate]:
     """Every quotable unit of every hit, with the text around it. Retrieved chunks overlap, so a
     unit contained in one already taken from a higher-ranked hit (a sentence cut by the chunk's
-    edge, or the same sentence again) is left out, as is a sentence tail at a chunk's start."""
+    edge, or the same sentence again) is left out, as are a sentence tail at a chunk's start and a
+    question (`asks`)."""
     out: list[_Candidate] = []
     taken: list[str] = []
     for i, hit in enumerate(hits):
@@ -236,7 +247,8 @@ def candidates(hits: Sequence, skip_tails: bool = True) -> list[_Candidate]:
         for j, unit in enumerate(units):
             text = hit.text[unit.start:unit.end]
             normal = _normal(text)
-            if (not quotable(text) or (skip_tails and starts_mid_sentence(hit.text, unit, j == 0))
+            if (not quotable(text) or (not unit.code and asks(text))
+                    or (skip_tails and starts_mid_sentence(hit.text, unit, j == 0))
                     or any(normal in seen for seen in taken)):
                 continue
             taken.append(normal)
