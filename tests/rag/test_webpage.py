@@ -64,3 +64,24 @@ def test_two_listings_in_one_block_come_on_lines_of_their_own():
             '<pre>$ <code>ls</code> -l</pre></main>')
     assert html_to_markdown(page)[0] == ("```\nconst path = require('node:path');\nimport path from 'node:path';\n```"
                                          "\n\n```\n$ ls -l\n```")
+
+
+FAQ_INDEX = ('<dl><dt>1. <a href="faq.html#bg">Background</a></dt>'
+             '<dd>1.1. <a href="faq.html#say">How do you say the name?</a></dd></dl>')
+FAQ_BODY = ('<h3 id="bg">1. Background</h3><p><a name="say"></a>1.1. How do you say the name?</p>'
+            '<p>Like the word value.</p>')
+
+
+def test_a_list_of_the_pages_own_anchors_in_its_lead_is_its_table_of_contents():
+    # a FAQ's list of its questions, a hand-written contents list: no role or class says so
+    text = html_to_markdown(f"<main><h1>FAQ</h1>{FAQ_INDEX}{FAQ_BODY}</main>")[0]
+    assert text == "# FAQ\n\n### 1. Background\n\n1.1. How do you say the name?\n\nLike the word value."
+    # further down, such a list is content: the flags a parameter accepts, each defined below it
+    flags = ('<p>The flags may be:</p><ul><li><a href="#new">NEW_CONSOLE</a></li>'
+             '<li><a href="#detached">DETACHED</a></li></ul><dl><dt id="new">NEW_CONSOLE</dt><dd>A new console.</dd>'
+             '<dt id="detached">DETACHED</dt><dd>No console.</dd></dl>')
+    text = html_to_markdown(f"<main><h1>Process</h1><p>Intro.</p><h2>Flags</h2>{flags}</main>")[0]
+    assert "- NEW_CONSOLE\n\n- DETACHED" in text
+    # and in the lead, links to other pages are content too
+    related = '<ul><li><a href="tutorial.html">The tutorial</a></li><li><a href="ref.html#x">The reference</a></li></ul>'
+    assert "- The tutorial\n\n- The reference" in html_to_markdown(f"<main><h1>Guide</h1>{related}{FAQ_BODY}</main>")[0]

@@ -139,8 +139,8 @@ def _sequential(attrs: dict) -> bool:
     return bool(set(attrs.get("rel", "").lower().split()) & _SEQUENTIAL_RELS or attrs.get("accesskey"))
 
 
-def _sequential_navigation(events: list[_Event]) -> list[_Event]:
-    """The events, with every block of sequential navigation (see above) flagged as navigation."""
+def _sequential_navigation(events: list[_Event]) -> list[tuple[int, int]]:
+    """(start, end) event indices of every block of sequential navigation (see above)."""
     spans: list[tuple[int, int]] = []  # (start, end) event indices of the outermost such blocks
     open_: list[_Tally] = []  # the open elements' tallies, outermost first
     links: list[bool] = []  # the open <a> elements: sequential or not
@@ -166,13 +166,7 @@ def _sequential_navigation(events: list[_Event]) -> list[_Event]:
                 spans = [span for span in spans if span[0] < tally.start] + [(tally.start, i)]
             if open_:
                 open_[-1].add(tally)
-    if not spans:
-        return events
-    flagged = list(events)
-    for start, end in spans:
-        for k in range(start, end + 1):
-            flagged[k] = flagged[k]._replace(flags=flagged[k].flags | _NAV)
-    return flagged
+    return spans
 
 
 class _Tally:
@@ -192,16 +186,73 @@ class _Tally:
         self.headings += inner.headings
 
 
-def _main_content(events: list[_Event]) -> list[_Event]:
-    """The visible events of the page's main content, widening until some text is found.
+# A page's own table of contents, where no role or class says so (a FAQ's list of its questions, a
+# hand-written "contents" list): a list in the page's lead, before its second heading, of at least
+# TOC_ITEMS items whose words are nearly all links to anchors on the page itself. Further down, such
+# a list is content: the flags a parameter accepts, the lints of a level, each defined below it.
+TOC_ITEMS = 2
+TOC_LINKED = 0.9  # share of the list's words inside links to the page's own anchors
+_LETTERED = re.compile(r"\w*[^\W\d_]\w*")  # a word with a letter in it
+
+
+def _lead_contents(events: list[_Event]) -> list[tuple[int, int]]:
+    """(start, end) event indices of the lists that are the page's table of contents (see above)."""
+    anchors = {e.data.get(key, "") for e in events if e.kind == "start" for key in ("id", "name")} - {""}
+    main = _main_content(events)
+    headings = [i for i in main if events[i].kind == "start" and events[i].tag in _HEADINGS]
+    lead = main[:main.index(headings[1])] if len(headings) > 1 else main
+    spans: list[tuple[int, int]] = []
+    open_: list[list] = []  # per open list: [start, items, words, words in links to this page]
+    links: list[bool] = []  # the open <a> elements: to an anchor of this page or not
+    for i in lead:
+        event = events[i]
+        if event.kind == "start":
+            if event.tag in ("ul", "ol", "dl"):
+                open_.append([i, 0, 0, 0])
+            elif event.tag in ("li", "dt", "dd") and open_:
+                open_[-1][1] += 1
+            elif event.tag == "a":
+                href = event.data.get("href", "")
+                links.append("#" in href and href.split("#", 1)[1] in anchors)
+        elif event.kind == "end":
+            if event.tag == "a" and links:
+                links.pop()
+            elif event.tag in ("ul", "ol", "dl") and open_:
+                start, items, words, linked = open_.pop()
+                if items >= TOC_ITEMS and words and linked >= TOC_LINKED * words:
+                    spans.append((start, i))
+                if open_:  # a nested list counts in the list holding it
+                    for k, n in enumerate((items, words, linked), 1):
+                        open_[-1][k] += n
+        elif open_:
+            n = len(_LETTERED.findall(event.data))  # "2.1." numbers an entry; its words are the link
+            open_[-1][2] += n
+            open_[-1][3] += n if links and links[-1] else 0
+    return spans
+
+
+def _flag_furniture(events: list[_Event]) -> list[_Event]:
+    """The events, with sequential navigation and the page's lead table of contents flagged as
+    navigation."""
+    flagged = list(events)
+    for find in (_sequential_navigation, _lead_contents):  # the lead is found once navigation is out
+        for start, end in find(flagged):
+            for k in range(start, end + 1):
+                flagged[k] = flagged[k]._replace(flags=flagged[k].flags | _NAV)
+    return flagged
+
+
+def _main_content(events: list[_Event]) -> list[int]:
+    """The indices of the visible events of the page's main content, widening until some text is
+    found.
 
     In order: inside <main> / role="main" (minus navigation inside it); else inside <article>s;
     else the whole page minus navigation, banner and footer; else everything visible.
     """
     for inside, outside in ((_MAIN, _HIDDEN | _NAV), (_ARTICLE, _HIDDEN | _NAV), (0, _HIDDEN | _NAV),
                             (0, _HIDDEN)):
-        kept = [e for e in events if e.flags & inside == inside and not e.flags & outside]
-        if any(e.kind == "text" and e.data.strip() for e in kept):
+        kept = [i for i, e in enumerate(events) if e.flags & inside == inside and not e.flags & outside]
+        if any(events[i].kind == "text" and events[i].data.strip() for i in kept):
             return kept
     return []
 
@@ -335,7 +386,8 @@ def html_to_markdown(html: str) -> tuple[str, str]:
     parser.feed(html)
     parser.close()
     out = _Markdown()
-    for event in _main_content(_sequential_navigation(parser.events)):
+    events = _flag_furniture(parser.events)
+    for event in (events[i] for i in _main_content(events)):
         if event.kind == "start":
             out.start(event.tag, event.data)
         elif event.kind == "end":
