@@ -22,6 +22,8 @@ def texts(text):
 @pytest.mark.parametrize("text, expected", [
     ("One. Two words here.", [("One.", False), ("Two words here.", False)]),
     ("Use e.g. this one. Next.", [("Use e.g. this one.", False), ("Next.", False)]),
+    ("It runs slower (eg. 20 times), ie. less. Next.", [("It runs slower (eg. 20 times), ie. less.", False),
+                                                        ("Next.", False)]),
     ("a hard-wrapped\nsentence goes on. End", [("a hard-wrapped\nsentence goes on.", False), ("End", False)]),
     ("# Title\n\nBody.", [("Body.", False)]),
     ("```\nfoo();\n\nbar();\n```\nAfter.", [("foo();", True), ("bar();", True), ("After.", False)]),
@@ -277,7 +279,8 @@ def test_quotes_leave_a_list_items_bullet_out_but_keep_options():
     from unirag.rag.evidence import Span
 
     for text, quoted in (("- Run it once.", "Run it once."), ("• Thread-safety.", "Thread-safety."),
-                         ("-h, --help show help", "-h, --help show help")):
+                         ("| It crashes only natively.", "It crashes only natively."),  # a table cell's separator
+                         ("-h, --help show help", "-h, --help show help"), ("a | b", "a | b")):
         assert quote(Span(0, 0, len(text), text)) == f"“{quoted}” [1]"
 
 

@@ -23,7 +23,7 @@ MAX_WORDS = 40
 _HEADING = re.compile(r"^ {0,3}#{1,6}\s")
 LIST_ITEM = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+")
 _SENTENCE_END = re.compile(r"[.!?]+[\"')\]]*(?=\s)")
-_ABBREVIATION = re.compile(r"(?:\b(?:e\.g|i\.e|etc|vs|cf|Mr|Dr|No|approx)|\.\.)\.?$", re.IGNORECASE)
+_ABBREVIATION = re.compile(r"(?:\b(?:e\.g|i\.e|eg|ie|etc|vs|cf|Mr|Dr|No|approx)|\.\.)\.?$", re.IGNORECASE)
 _WORD = re.compile(r"\S+")
 
 
