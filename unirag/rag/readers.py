@@ -1,8 +1,8 @@
 """Files -> text, and a reason for every file that could not be read.
 
 Ingest must never stop on one bad file, so each step returns either a result or a `Skipped`
-with a one-line reason that ends up in the summary. Markdown, reStructuredText and HTML all come
-out as Markdown-style text (ATX `#` headings), so the chunker has one heading syntax to follow; of
+with a one-line reason that ends up in the summary. Markdown, MDX, reStructuredText, HTML, PDF and
+notebooks all come out as Markdown-style text (ATX `#` headings), so the chunker has one heading syntax to follow; of
 an HTML page only its main content is read, not the navigation and footer it shares with its site;
 a Markdown file's front matter gives the page its title and first paragraph.
 Symlinks are never followed: that rules out loops and files outside the folder in one rule.
@@ -20,13 +20,14 @@ from pathlib import Path
 
 from ..errors import UniragError
 from .chunking import FENCE, HEADING, markdown_title
+from .mdx import mdx_to_markdown
 from .notebook import NotANotebook, notebook_to_markdown
 from .pdf import pdf_to_markdown
 from .rst import looks_like_rst, rst_to_markdown
 from .webpage import NOINDEX_REASON, asks_not_to_be_indexed, html_to_markdown, page_head
 
 KINDS = {".md": "markdown", ".markdown": "markdown", ".txt": "text", ".rst": "rst",
-         ".html": "html", ".htm": "html", ".pdf": "pdf", ".ipynb": "notebook"}
+         ".html": "html", ".htm": "html", ".pdf": "pdf", ".ipynb": "notebook", ".mdx": "mdx"}
 DEFAULT_MAX_BYTES = 20 * 1024 * 1024
 # Bump a kind's number when its reader turns the same file into different text: ingest then
 # re-reads and re-embeds those files instead of keeping their old chunks (kinds absent: 0).
@@ -146,7 +147,7 @@ def reader_format(file: SourceFile, data: bytes) -> int:
 
 
 def parse(file: SourceFile, data: bytes) -> Document | Skipped:
-    """Turn the bytes of a file into a Document (Markdown-style text for md/rst/html)."""
+    """Turn the bytes of a file into a Document (Markdown-style text for all but plain text)."""
     if file.kind == "pdf":
         return _parse_pdf(file, data)
     text, problem = decode(data)
@@ -161,6 +162,9 @@ def parse(file: SourceFile, data: bytes) -> Document | Skipped:
         text = rst_to_markdown(text)
     elif file.kind == "markdown":
         text, title = read_front_matter(strip_markdown_comments(text))
+    elif file.kind == "mdx":  # the front matter first: its fields are no module statements or tags
+        text, title = read_front_matter(text)
+        text = strip_markdown_comments(mdx_to_markdown(text))
     elif file.kind == "notebook":
         try:
             text = strip_markdown_comments(notebook_to_markdown(text))
