@@ -26,7 +26,8 @@ from unirag.rag.readers import SourceFile, parse
     (":::note\nRequires Node 18.\n:::", "Note:\nRequires Node 18."),
     (":::warning Breaking change\nThe flag is gone.\n:::", "Warning: Breaking change\nThe flag is gone."),
     # code is left as it is, imports and tags included
-    ("```jsx\nimport Tabs from '@theme/Tabs';\n<Tabs>{/* x */}</Tabs>\n```", "```jsx\nimport Tabs from '@theme/Tabs';\n<Tabs>{/* x */}</Tabs>\n```"),
+    ("```jsx\nimport Tabs from '@theme/Tabs';\n\n\n<Tabs>{/* x */}</Tabs>\n```",
+     "```jsx\nimport Tabs from '@theme/Tabs';\n\n\n<Tabs>{/* x */}</Tabs>\n```"),
     # "import" in a sentence's first word of a paragraph's later line is prose
     ("You can\nimport the module.", "You can\nimport the module."),
 ])

@@ -43,7 +43,7 @@ def mdx_to_markdown(text: str) -> str:
         else:
             prose.append(line)
     out += _prose(prose)
-    return re.sub(r"\n{3,}", "\n\n", "\n".join(out)).strip()
+    return "\n".join(out).strip()
 
 
 def _prose(lines: list[str]) -> list[str]:
@@ -55,11 +55,14 @@ def _prose(lines: list[str]) -> list[str]:
     for line in _COMMENT.sub("", "\n".join(lines)).split("\n"):
         if in_module or (_ESM.match(line) and (not out or not out[-1].strip())):
             in_module = bool(line.strip())
-        elif _TAGS_ONLY.match(line) or _ADMONITION_END.match(line):
-            out.append("")
+            continue
+        if _TAGS_ONLY.match(line) or _ADMONITION_END.match(line):
+            line = ""
         elif admonition := _ADMONITION.match(line):
             kind, title = admonition.groups()
-            out.append(f"{kind.capitalize()}: {title}".rstrip())
+            line = f"{kind.capitalize()}: {title}".rstrip()
         else:
-            out.append(_COMPONENT.sub("", line))
+            line = _COMPONENT.sub("", line)
+        if line.strip() or (out and out[-1].strip()):  # one blank line where dropped lines leave several
+            out.append(line)
     return out
