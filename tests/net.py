@@ -74,18 +74,22 @@ def _launch(args: list[str], timeout: float, module: str = "unirag") -> tuple[su
     return subprocess.CompletedProcess(command, launch.returncode, stdout, stderr), ""
 
 
-def torchrun(args: list[str], timeout: float = 180) -> subprocess.CompletedProcess:
+def torchrun(args: list[str], timeout: float = 180, before_retry=None) -> subprocess.CompletedProcess:
     """`torchrun --nproc_per_node 2 -m unirag ARGS` on this machine, one thread per process.
 
     Gloo connects the processes over the address the host name resolves to unless told an
     interface; in a container that can be an address nothing answers on, so both processes use
     loopback. A launch has also hung in CI where the same launch passed here every time; a hung
     launch is killed with its workers and tried once more on a fresh port, with a warning showing
-    the workers' stacks. A second hang fails the test with what both printed."""
+    the workers' stacks. `before_retry` runs first: a launch that hung after writing its output
+    (one hung on its way out, the adapter written) would otherwise find it there and refuse to
+    overwrite it. A second hang fails the test with what both printed."""
     result, first = _launch(args, timeout)
     if result is not None:
         return result
     warnings.warn(f"torchrun hung for {timeout:g} s and was launched again; its workers printed:\n{first}")
+    if before_retry is not None:
+        before_retry()
     result, second = _launch(args, timeout)
     if result is None:
         raise AssertionError(f"torchrun hung twice for {timeout:g} s; it printed:\n{first}\n---\n{second}")

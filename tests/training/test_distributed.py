@@ -2,6 +2,8 @@
 writes the adapter one process writes for the same global batch. The same command with a GPU
 launcher config is the multi-GPU run (train/launch_multi_gpu.sh)."""
 
+import shutil
+
 import numpy as np
 from safetensors.torch import load_file
 
@@ -20,7 +22,7 @@ def test_two_cpu_processes_train_the_adapter_one_process_trains(tiny_model_dir, 
     one = train(load_config("test-tiny"), str(tiny_model_dir), str(corpus), str(tmp_path / "one"))
     two = tmp_path / "two"
     result = torchrun(["train", "--recipe", "test-tiny", "--model", str(tiny_model_dir), "--data", str(corpus),
-                       "--output", str(two)])
+                       "--output", str(two)], before_retry=lambda: shutil.rmtree(two, ignore_errors=True))
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.count("adapter written") == 1  # the first process writes and says so
     a, b = load_file(one / "adapter_model.safetensors"), load_file(two / "adapter_model.safetensors")
