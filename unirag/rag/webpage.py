@@ -4,9 +4,12 @@ Navigation, sidebars, site headers and footers repeat on every page of a site, s
 would be retrieved for any question and answer none. What is main content and what is page
 furniture is decided by the HTML5 / ARIA landmarks that page generators emit (Sphinx, MkDocs,
 Docusaurus, GitHub, hand-written pages): <main>, role="main", <article>; <nav>, <aside>,
-role="navigation", ... No site-specific rules and no scoring heuristics, so what is dropped is
-predictable. Main-content extractors (trafilatura, readability) were measured against this on
-real documentation: benchmarks/html_reading.py.
+role="navigation", ... Generators older than landmarks (DocBook XSL, Texinfo) mark their
+navigation in other terms HTML defines, rel="next" links and accesskeys, and their tables of
+contents by a class or by being lists of links to the page's own anchors; a few rules below read
+those. No site-specific rules and no scoring of content, so what is dropped is predictable.
+Main-content extractors (trafilatura, readability) were measured against this on real
+documentation: benchmarks/html_reading.py.
 
 Uses only the standard library's parser: the page becomes a flat list of events, each flagged with
 what its ancestors are; `_main_content` keeps what a reader reads, and `_Markdown` writes it with
