@@ -19,6 +19,12 @@ FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")  # a code fence line (readers.py rea
 HEADINGS_FORMAT = 2  # bump when what `embed_text` prepends changes (2: titles from `##`-first pages)
 
 
+def fence_for(code: str) -> str:
+    """The fence to put around `code` read from a page or notebook: ~~~ if the code itself holds ```
+    (Markdown shown as code), so that it cannot close the block early."""
+    return "~~~" if "```" in code else "```"
+
+
 @dataclass(frozen=True)
 class ChunkSettings:
     """How documents are cut and what gets embedded; part of every chunk id (changing it re-embeds)."""

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import json
 
+from .chunking import fence_for
+
 MAX_OUTPUT_LINES = 20
 
 
@@ -30,7 +32,7 @@ def _text(source) -> str:
 
 
 def _fenced(text: str, language: str = "") -> str:
-    fence = "~~~" if "```" in text else "```"
+    fence = fence_for(text)
     return f"{fence}{language}\n{text.rstrip()}\n{fence}"
 
 

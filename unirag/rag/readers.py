@@ -33,8 +33,8 @@ DEFAULT_MAX_BYTES = 20 * 1024 * 1024
 # re-reads and re-embeds those files instead of keeping their old chunks (kinds absent: 0).
 # html 1: the main content only (navigation, sidebars, header/footer and permalinks dropped);
 # 3: sequential navigation and the page's own table of contents dropped too, which DocBook and
-# Texinfo pages mark without landmarks, and listings side by side in one block on lines of their
-# own (`webpage.py`; 2 is the no-index pages' number below)
+# Texinfo pages mark without landmarks, listings side by side in one block on lines of their own,
+# and code holding ``` anywhere fenced with ~~~ (`webpage.py`; 2 is the no-index pages' number below)
 # markdown 1: HTML comments dropped (outside code); 2: front matter read (title, description)
 # rst 1: directives, literal blocks, roles and links read (`rst.py`), not only section titles;
 # a .txt file written in RST (Sphinx's include fragments, older Sphinx sources) is read as one

@@ -22,6 +22,8 @@ import re
 from html.parser import HTMLParser
 from typing import NamedTuple
 
+from .chunking import fence_for
+
 _BLOCKS = {"p", "div", "br", "li", "tr", "section", "article", "header", "footer", "main", "pre",
            "table", "ul", "ol", "blockquote", "hr", "dt", "dd", "nav", "aside", "figure"}
 _VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param", "source",
@@ -198,13 +200,13 @@ TOC_LINKED = 0.9  # share of the list's words inside links to the page's own anc
 _LETTERED = re.compile(r"\w*[^\W\d_]\w*")  # a word with a letter in it
 
 
-def _lead_contents(events: list[_Event]) -> list[tuple[int, int]]:
-    """(start, end) event indices of the lists that are the page's table of contents (see above)."""
+def _lead_contents(events: list[_Event], main: list[int]) -> set[int]:
+    """The indices of the events, among the main content's (`main`), of the lists that are the
+    page's table of contents (see above)."""
     anchors = {e.data.get(key, "") for e in events if e.kind == "start" for key in ("id", "name")} - {""}
-    main = _main_content(events)
     headings = [i for i in main if events[i].kind == "start" and events[i].tag in _HEADINGS]
     lead = main[:main.index(headings[1])] if len(headings) > 1 else main
-    spans: list[tuple[int, int]] = []
+    contents: set[int] = set()
     open_: list[list] = []  # per open list: [start, items, words, words in links to this page]
     links: list[bool] = []  # the open <a> elements: to an anchor of this page or not
     for i in lead:
@@ -223,7 +225,7 @@ def _lead_contents(events: list[_Event]) -> list[tuple[int, int]]:
             elif event.tag in ("ul", "ol", "dl") and open_:
                 start, items, words, linked = open_.pop()
                 if items >= TOC_ITEMS and words and linked >= TOC_LINKED * words:
-                    spans.append((start, i))
+                    contents.update(range(start, i + 1))
                 if open_:  # a nested list counts in the list holding it
                     for k, n in enumerate((items, words, linked), 1):
                         open_[-1][k] += n
@@ -231,17 +233,15 @@ def _lead_contents(events: list[_Event]) -> list[tuple[int, int]]:
             n = len(_LETTERED.findall(event.data))  # "2.1." numbers an entry; its words are the link
             open_[-1][2] += n
             open_[-1][3] += n if links and links[-1] else 0
-    return spans
+    return contents
 
 
-def _flag_furniture(events: list[_Event]) -> list[_Event]:
-    """The events, with sequential navigation and the page's lead table of contents flagged as
-    navigation."""
+def _flagged_as_navigation(events: list[_Event], spans: list[tuple[int, int]]) -> list[_Event]:
+    """The events, those within the (start, end) spans flagged as navigation."""
     flagged = list(events)
-    for find in (_sequential_navigation, _lead_contents):  # the lead is found once navigation is out
-        for start, end in find(flagged):
-            for k in range(start, end + 1):
-                flagged[k] = flagged[k]._replace(flags=flagged[k].flags | _NAV)
+    for start, end in spans:
+        for k in range(start, end + 1):
+            flagged[k] = flagged[k]._replace(flags=flagged[k].flags | _NAV)
     return flagged
 
 
@@ -315,9 +315,9 @@ class _Markdown:
             self.out.append(" ")
 
     def _close_fence(self, at: int) -> None:
-        """End a code block; its fence is ~~~ if the code itself has ``` lines (Markdown shown as code)."""
+        """End a code block, fenced as `chunking.fence_for` says."""
         code = "".join(self.out[at + 1:])
-        fence = "~~~" if re.search(r"^\s*```", code, re.MULTILINE) else "```"
+        fence = fence_for(code)
         self.out[at] = f"\n{fence}\n"
         self.out.append(f"{fence}\n\n" if code.endswith("\n") else f"\n{fence}\n\n")
 
@@ -389,8 +389,10 @@ def html_to_markdown(html: str) -> tuple[str, str]:
     parser.feed(html)
     parser.close()
     out = _Markdown()
-    events = _flag_furniture(parser.events)
-    for event in (events[i] for i in _main_content(events)):
+    events = _flagged_as_navigation(parser.events, _sequential_navigation(parser.events))
+    main = _main_content(events)
+    contents = _lead_contents(events, main)  # the lead is found once navigation is out
+    for event in (events[i] for i in main if i not in contents):
         if event.kind == "start":
             out.start(event.tag, event.data)
         elif event.kind == "end":
