@@ -100,7 +100,12 @@ def retrieve(model, collection, question: str, top_k: int = 5, mode: str = "hybr
             ranked = words
         else:
             ranked = lexical.reciprocal_rank_fusion([[h.id for h in dense], [id_ for id_, _ in words]])
-        hits = distinct(_hits(collection, ranked, {h.id: h for h in dense}))[:depth]
+        # read only as far down the ranking as `depth` distinct chunks need (one read, unless some repeat)
+        known, hits, read = {h.id: h for h in dense}, [], 0
+        while len(hits) < depth and read < len(ranked):
+            more = ranked[read:read + depth - len(hits)]
+            read += len(more)
+            hits = distinct(hits + _hits(collection, more, known))
     if rerank:
         from .rerank import LIKELIHOOD_WEIGHT, rerank as rerank_hits
 
