@@ -85,3 +85,37 @@ def test_a_list_of_the_pages_own_anchors_in_its_lead_is_its_table_of_contents():
     # and in the lead, links to other pages are content too
     related = '<ul><li><a href="tutorial.html">The tutorial</a></li><li><a href="ref.html#x">The reference</a></li></ul>'
     assert "- The tutorial\n\n- The reference" in html_to_markdown(f"<main><h1>Guide</h1>{related}{FAQ_BODY}</main>")[0]
+
+
+# a footnote's mark and its link back, as generators write them; the note's text stays
+@pytest.mark.parametrize("page", [
+    # Sphinx (docutils): DPUB-ARIA roles, brackets in spans
+    '<p>It sends a User-Agent header <a class="footnote-reference brackets" href="#id8" id="id1" '
+    'role="doc-noteref"><span class="fn-bracket">[</span>3<span class="fn-bracket">]</span></a>. Next.</p>'
+    '<aside class="footnote brackets" id="id8" role="note"><span class="label"><span class="fn-bracket">[</span>'
+    '<a role="doc-backlink" href="#id1">3</a><span class="fn-bracket">]</span></span><p>The note.</p></aside>',
+    # mdBook
+    '<p>It sends a User-Agent header<sup class="footnote-reference" id="fr-a-1"><a href="#footnote-a">1</a></sup>. '
+    'Next.</p><div class="footnote-definition" id="footnote-a"><p>The note. <a href="#fr-a-1">↩</a></p></div>',
+    # Python-Markdown (MkDocs)
+    '<p>It sends a User-Agent header<sup id="fnref:1"><a class="footnote-ref" href="#fn:1">1</a></sup>. Next.</p>'
+    '<div class="footnote"><p>The note.&#160;<a class="footnote-backref" href="#fnref:1">&#8617;</a></p></div>',
+    # Pandoc
+    '<p>It sends a User-Agent header<a href="#fn1" class="footnote-ref" id="fnref1" role="doc-noteref"><sup>1</sup>'
+    '</a>. Next.</p><section class="footnotes" role="doc-endnotes"><p>The note.<a href="#fnref1" '
+    'class="footnote-back" role="doc-backlink">↩︎</a></p></section>',
+    # DocBook XSL
+    '<p>It sends a User-Agent header<sup>[<a name="id1" href="#ftn.id1" class="footnote">1</a>]</sup>. Next.</p>'
+    '<div class="footnote"><p><sup>[<a id="ftn.id1" href="#id1" class="para">1</a>] </sup>The note.</p></div>',
+])
+def test_footnote_marks_are_dropped_and_notes_kept(page):
+    # left in, "[3]" reads as a citation of the answer's third passage, and "header1" as a word
+    assert html_to_markdown(f"<body><main>{page}</main></body>")[0] == \
+        "It sends a User-Agent header. Next.\n\nThe note."
+
+
+def test_superscripts_and_links_that_are_no_footnote_marks_are_kept():
+    page = ('<h2><a class="toc-backref" href="#id1" role="doc-backlink">Coroutines</a></h2>'
+            '<p>E = mc<sup>2</sup>, see section <a href="#sec">2</a> and <sup><a href="#n">the note</a></sup>.</p>')
+    assert html_to_markdown(f"<body><main>{page}</main></body>")[0] == \
+        "## Coroutines\n\nE = mc2, see section 2 and the note."

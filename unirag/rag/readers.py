@@ -34,12 +34,13 @@ DEFAULT_MAX_BYTES = 20 * 1024 * 1024
 # html 1: the main content only (navigation, sidebars, header/footer and permalinks dropped);
 # 3: sequential navigation and the page's own table of contents dropped too, which DocBook and
 # Texinfo pages mark without landmarks, listings side by side in one block on lines of their own,
-# and code holding ``` anywhere fenced with ~~~ (`webpage.py`; 2 is the no-index pages' number below)
+# and code holding ``` anywhere fenced with ~~~ (`webpage.py`; 2 is the no-index pages' number below);
+# 4: footnote marks and their links back dropped
 # markdown 1: HTML comments dropped (outside code); 2: front matter read (title, description)
 # rst 1: directives, literal blocks, roles and links read (`rst.py`), not only section titles;
 # a .txt file written in RST (Sphinx's include fragments, older Sphinx sources) is read as one
 # pdf 1: running headers, footers and page numbers dropped, headings found by type size (`pdf.py`)
-READER_FORMATS = {"html": 3, "markdown": 2, "pdf": 1, "rst": 1}
+READER_FORMATS = {"html": 4, "markdown": 2, "pdf": 1, "rst": 1}
 # a page that asks not to be indexed is skipped. Such pages have a number of their own, so that
 # ingest drops the chunks an earlier reading stored for them
 NOINDEX_FORMAT = 2

@@ -45,8 +45,10 @@ _SECTIONING = {"main", "article", "section"}
 _IMPLIED_END = {"p": {"p"}, "li": {"li"}, "dt": {"dt", "dd"}, "dd": {"dt", "dd"}, "tr": {"tr", "td", "th"},
                 "td": {"td", "th"}, "th": {"td", "th"}, "option": {"option"}}
 # the whole text of a permalink next to a heading or definition (Sphinx, MkDocs: "¶"; Docusaurus: a
-# zero-width space; others "#", "§" or an icon): a same-page link saying only this is no content
-_PERMALINK_TEXT = {"", "¶", "#", "§", "🔗", "⚓", "\u200b"}
+# zero-width space; others "#", "§" or an icon), or of a footnote's link back to where it is cited
+# (mdBook, Python-Markdown, Pandoc: "↩", with or without a variation selector): a same-page link
+# saying only this is no content
+_PERMALINK_TEXT = {"", "¶", "#", "§", "🔗", "⚓", "\u200b", "↩", "↩\ufe0e", "↩\ufe0f", "↑"}
 
 # flags an element passes on to everything inside it
 _HIDDEN, _NAV, _MAIN, _ARTICLE, _SECTION = 1, 2, 4, 8, 16
@@ -236,6 +238,45 @@ def _lead_contents(events: list[_Event], main: list[int]) -> set[int]:
     return contents
 
 
+# Footnote marks: the "[1]" or superscript "1" that points to a footnote, and the "[1]" or "↩" that
+# points back from it. In a quote they read as citations of the answer's own numbered passages
+# ("... through the User-Agent header [3]." [1]), and they say nothing by themselves; the notes'
+# text stays. DPUB-ARIA names both links (Sphinx, Pandoc); other generators put the mark's number
+# in a <sup> that links to an anchor on the page (mdBook, Python-Markdown, DocBook XSL).
+_MARK = re.compile(r"[\[\](),\s]*")  # what a mark's element may hold besides its link: brackets
+_NUMBER = re.compile(r"[\[(]?\s*\d{1,3}\s*[\])]?")
+
+
+def _footnote_marks(events: list[_Event], main: list[int]) -> set[int]:
+    """The indices of the events, among `main`, of footnote marks (see above): a link to a note
+    (role "doc-noteref"), a link back from one (role "doc-backlink", which docutils also gives a
+    heading's link back to the contents) or a same-page link inside a <sup>, whose text is a
+    number; and an element (<sup>, a label <span>) that holds such a link and only brackets besides."""
+    marks: set[int] = set()
+    open_: list[list] = []  # per open element: [tag, start, attributes, text, holds a mark]
+    for i in main:
+        event = events[i]
+        if event.kind == "start" and event.tag not in _VOID:
+            open_.append([event.tag, i, event.data, "", False])
+        elif event.kind == "text" and open_:
+            open_[-1][3] += event.data
+        elif event.kind == "end" and open_ and open_[-1][0] == event.tag:
+            tag, start, attrs, text, holds = open_.pop()
+            in_sup = any(element[0] == "sup" for element in open_) or tag == "sup"
+            role = attrs.get("role", "").strip().lower()
+            mark = (tag == "a" and (role == "doc-noteref"
+                                     or ((role == "doc-backlink" or in_sup and attrs.get("href", "").startswith("#"))
+                                         and _NUMBER.fullmatch(text.strip()) is not None))
+                    or (holds and tag in ("sup", "span") and _MARK.fullmatch(text) is not None))
+            if mark:
+                marks.update(range(start, i + 1))
+            elif open_:
+                open_[-1][3] += text
+            if open_:
+                open_[-1][4] = open_[-1][4] or mark or holds
+    return marks
+
+
 def _flagged_as_navigation(events: list[_Event], spans: list[tuple[int, int]]) -> list[_Event]:
     """The events, those within the (start, end) spans flagged as navigation."""
     flagged = list(events)
@@ -269,6 +310,7 @@ class _Markdown:
         self._links: list[int | None] = []  # where each open <a> began in `out` if it is a same-page link
         self._cells = 0  # open table cells
         self._code_ended = -1  # where in `out` the last <code> inside a <pre> ended
+        self._cut = False  # something was left out since the last text (`left_out`)
 
     def start(self, tag: str, attrs: dict) -> None:
         if tag in ("td", "th"):  # a row on one line, cells apart: "-v | verbose", not "-vverbose"
@@ -321,7 +363,15 @@ class _Markdown:
         self.out[at] = f"\n{fence}\n"
         self.out.append(f"{fence}\n\n" if code.endswith("\n") else f"\n{fence}\n\n")
 
+    def left_out(self) -> None:
+        """Something between the text before and the text after is left out: once the mark is out,
+        "header [3]." reads "header." and not "header ." """
+        self._cut = True
+
     def text(self, data: str) -> None:
+        cut, self._cut = self._cut, False
+        if cut and not self._fences and data[:1] in ".,;:!?)" and self.out and self.out[-1].endswith(" "):
+            self.out[-1] = self.out[-1].rstrip(" ")
         if self._fences:
             if len(self.out) == self._fences[-1] + 1:  # HTML ignores a newline right after <pre>
                 data = data.removeprefix("\n")
@@ -391,8 +441,12 @@ def html_to_markdown(html: str) -> tuple[str, str]:
     out = _Markdown()
     events = _flagged_as_navigation(parser.events, _sequential_navigation(parser.events))
     main = _main_content(events)
-    contents = _lead_contents(events, main)  # the lead is found once navigation is out
-    for event in (events[i] for i in main if i not in contents):
+    left_out = _lead_contents(events, main) | _footnote_marks(events, main)  # the lead: once navigation is out
+    for i in main:
+        event = events[i]
+        if i in left_out:
+            out.left_out()
+            continue
         if event.kind == "start":
             out.start(event.tag, event.data)
         elif event.kind == "end":
