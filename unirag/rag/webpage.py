@@ -245,6 +245,7 @@ def _lead_contents(events: list[_Event], main: list[int]) -> set[int]:
 # in a <sup> that links to an anchor on the page (mdBook, Python-Markdown, DocBook XSL).
 _MARK = re.compile(r"[\[\](),\s]*")  # what a mark's element may hold besides its link: brackets
 _NUMBER = re.compile(r"[\[(]?\s*\d{1,3}\s*[\])]?")
+_CLOSING = (".", ",", ";", ":", "!", "?", ")")  # punctuation that follows a word without a space
 
 
 def _footnote_marks(events: list[_Event], main: list[int]) -> set[int]:
@@ -262,7 +263,7 @@ def _footnote_marks(events: list[_Event], main: list[int]) -> set[int]:
             open_[-1][3] += event.data
         elif event.kind == "end" and open_ and open_[-1][0] == event.tag:
             tag, start, attrs, text, holds = open_.pop()
-            in_sup = any(element[0] == "sup" for element in open_) or tag == "sup"
+            in_sup = any(element[0] == "sup" for element in open_)
             role = attrs.get("role", "").strip().lower()
             mark = (tag == "a" and (role == "doc-noteref"
                                      or ((role == "doc-backlink" or in_sup and attrs.get("href", "").startswith("#"))
@@ -370,7 +371,7 @@ class _Markdown:
 
     def text(self, data: str) -> None:
         cut, self._cut = self._cut, False
-        if cut and not self._fences and data[:1] in ".,;:!?)" and self.out and self.out[-1].endswith(" "):
+        if cut and not self._fences and data.startswith(_CLOSING) and self.out and self.out[-1].endswith(" "):
             self.out[-1] = self.out[-1].rstrip(" ")
         if self._fences:
             if len(self.out) == self._fences[-1] + 1:  # HTML ignores a newline right after <pre>
@@ -441,7 +442,7 @@ def html_to_markdown(html: str) -> tuple[str, str]:
     out = _Markdown()
     events = _flagged_as_navigation(parser.events, _sequential_navigation(parser.events))
     main = _main_content(events)
-    left_out = _lead_contents(events, main) | _footnote_marks(events, main)  # the lead: once navigation is out
+    left_out = _lead_contents(events, main) | _footnote_marks(events, main)  # both read once navigation is out
     for i in main:
         event = events[i]
         if i in left_out:
