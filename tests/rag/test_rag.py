@@ -575,3 +575,12 @@ def test_markdown_comments_are_dropped_outside_code():
             "More <!-- x --> here.")
     assert strip_markdown_comments(text) == "# T\n\nText one.\n\n```html\n<!-- kept -->\n\n\nx\n```\n\nMore  here."
     assert strip_markdown_comments("a <!-- never closed\nb") == "a "
+
+
+def test_markdown_footnote_marks_are_dropped_outside_code_and_notes_kept():
+    from unirag.rag.readers import markdown_prose
+
+    text = ("It uses SipHash for hash tables[^siphash]<!-- ignore -->. Done [^1], then more.\n\n"
+            "Match with `[^abc]`.\n\n```\nlet x = v[^1];\n```\n\n[^siphash]: See the SipHash paper.\n[^1]: The note.\n")
+    assert markdown_prose(text) == ("It uses SipHash for hash tables. Done, then more.\n\nMatch with `[^abc]`.\n\n"
+                                    "```\nlet x = v[^1];\n```\n\nSee the SipHash paper.\nThe note.\n")

@@ -36,11 +36,12 @@ DEFAULT_MAX_BYTES = 20 * 1024 * 1024
 # Texinfo pages mark without landmarks, listings side by side in one block on lines of their own,
 # and code holding ``` anywhere fenced with ~~~ (`webpage.py`; 2 is the no-index pages' number below);
 # 4: footnote marks and their links back dropped
-# markdown 1: HTML comments dropped (outside code); 2: front matter read (title, description)
+# markdown 1: HTML comments dropped (outside code); 2: front matter read (title, description);
+# 3 (and mdx, notebook 1): footnote marks dropped (`strip_footnote_marks`)
 # rst 1: directives, literal blocks, roles and links read (`rst.py`), not only section titles;
 # a .txt file written in RST (Sphinx's include fragments, older Sphinx sources) is read as one
 # pdf 1: running headers, footers and page numbers dropped, headings found by type size (`pdf.py`)
-READER_FORMATS = {"html": 4, "markdown": 2, "pdf": 1, "rst": 1}
+READER_FORMATS = {"html": 4, "markdown": 3, "mdx": 1, "notebook": 1, "pdf": 1, "rst": 1}
 # a page that asks not to be indexed is skipped. Such pages have a number of their own, so that
 # ingest drops the chunks an earlier reading stored for them
 NOINDEX_FORMAT = 2
@@ -162,13 +163,13 @@ def parse(file: SourceFile, data: bytes) -> Document | Skipped:
     elif file.kind == "rst" or (file.kind == "text" and looks_like_rst(text)):
         text = rst_to_markdown(text)
     elif file.kind == "markdown":
-        text, title = read_front_matter(strip_markdown_comments(text))
+        text, title = read_front_matter(markdown_prose(text))
     elif file.kind == "mdx":  # the front matter first: its fields are no module statements or tags
         text, title = read_front_matter(text)
-        text = strip_markdown_comments(mdx_to_markdown(text))
+        text = markdown_prose(mdx_to_markdown(text))
     elif file.kind == "notebook":
         try:
-            text = strip_markdown_comments(notebook_to_markdown(text))
+            text = markdown_prose(notebook_to_markdown(text))
         except NotANotebook as err:
             return Skipped(file.source, f"notebook {err}")
     else:
@@ -228,20 +229,55 @@ def strip_markdown_comments(text: str) -> str:
     A rendered page never shows them; left in, their notes to the authors ("Do not remove or
     links may break", build instructions) became chunks and quoted "evidence".
     """
-    def prose(segment: str) -> str:  # the comment's own line break stays: one blank line at most
-        return re.sub(r"\n{3,}", "\n\n", _COMMENT.sub("", segment))
+    # the comment's own line break stays: one blank line at most
+    return _in_prose(text, lambda segment: re.sub(r"\n{3,}", "\n\n", _COMMENT.sub("", segment)))
 
+
+# a footnote reference ("tables[^siphash].", "done [^1]") and a definition's label at a line start
+_FOOTNOTE_REFERENCE = re.compile(r"[ \t]*\[\^[^\]\s]+\](?!:)")
+_FOOTNOTE_LABEL = re.compile(r"^\[\^[^\]\s]+\]:[ \t]*", re.MULTILINE)
+_INLINE_CODE = re.compile(r"(`+)(?:(?!\n[ \t]*\n).)+?\1", re.DOTALL)  # within one paragraph
+
+
+def strip_footnote_marks(text: str) -> str:
+    """The text without footnote marks (`[^label]` where a note is cited, and the label before
+    its text), except in code: a regular expression's `[^abc]` stays. The notes' text stays.
+
+    Why: rendered, a mark is a superscript number; read as written, it sits in every quote of its
+    sentence ("hash tables[^siphash].") and says nothing, as the HTML reader's footnote marks
+    (`webpage.py`) did, which read as citations of the answer's own passages.
+    """
+    def unmarked(words: str) -> str:
+        return _FOOTNOTE_REFERENCE.sub("", _FOOTNOTE_LABEL.sub("", words))
+
+    def outside_code_spans(segment: str) -> str:
+        out, pos = [], 0
+        for code in _INLINE_CODE.finditer(segment):
+            out += [unmarked(segment[pos:code.start()]), code.group()]
+            pos = code.end()
+        return "".join(out + [unmarked(segment[pos:])])
+
+    return _in_prose(text, outside_code_spans)
+
+
+def markdown_prose(text: str) -> str:
+    """Markdown as a reader sees it rendered: without comments and footnote marks."""
+    return strip_footnote_marks(strip_markdown_comments(text))
+
+
+def _in_prose(text: str, rewrite) -> str:
+    """The text with `rewrite` applied to what lies outside code fences."""
     out, pos, fence = [], 0, None
     for match in _CODE_FENCE.finditer(text):
         if fence is None:
-            out.append(prose(text[pos:match.start()]))
+            out.append(rewrite(text[pos:match.start()]))
             pos, fence = match.start(), match.group(1)[0]
         elif match.group(1)[0] == fence:
             line_end = text.find("\n", match.end())
             end = len(text) if line_end < 0 else line_end
             out.append(text[pos:end])
             pos, fence = end, None
-    out.append(text[pos:] if fence else prose(text[pos:]))
+    out.append(text[pos:] if fence else rewrite(text[pos:]))
     return "".join(out)
 
 
