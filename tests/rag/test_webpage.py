@@ -1,4 +1,5 @@
-"""Page furniture that generators older than HTML5 landmarks mark in other ways (webpage.py)."""
+"""What the HTML reader leaves out beyond landmarks (webpage.py): the furniture that generators older
+than HTML5 landmarks mark in other ways, and footnote marks."""
 
 import pytest
 
