@@ -47,8 +47,8 @@ _IMPLIED_END = {"p": {"p"}, "li": {"li"}, "dt": {"dt", "dd"}, "dd": {"dt", "dd"}
 # the whole text of a permalink next to a heading or definition (Sphinx, MkDocs: "¶"; Docusaurus: a
 # zero-width space; others "#", "§" or an icon), or of a footnote's link back to where it is cited
 # (mdBook, Python-Markdown, Pandoc: "↩", with or without a variation selector): a same-page link
-# saying only this is no content
-_PERMALINK_TEXT = {"", "¶", "#", "§", "🔗", "⚓", "\u200b", "↩", "↩\ufe0e", "↩\ufe0f", "↑"}
+# saying only this is a mark (`_marks`), no content
+_MARK_TEXT = {"", "¶", "#", "§", "🔗", "⚓", "\u200b", "↩", "↩\ufe0e", "↩\ufe0f", "↑"}
 
 # flags an element passes on to everything inside it
 _HIDDEN, _NAV, _MAIN, _ARTICLE, _SECTION = 1, 2, 4, 8, 16
@@ -238,21 +238,23 @@ def _lead_contents(events: list[_Event], main: list[int]) -> set[int]:
     return contents
 
 
-# Footnote marks: the "[1]" or superscript "1" that points to a footnote, and the "[1]" or "↩" that
-# points back from it. In a quote they read as citations of the answer's own numbered passages
-# ("... through the User-Agent header [3]." [1]), and they say nothing by themselves; the notes'
-# text stays. DPUB-ARIA names both links (Sphinx, Pandoc); other generators put the mark's number
-# in a <sup> that links to an anchor on the page (mdBook, Python-Markdown, DocBook XSL).
+# Marks: links that say nothing by themselves. Permalinks (`_MARK_TEXT`), and footnote marks: the
+# "[1]" or superscript "1" that points to a footnote, and the "[1]" or "↩" that points back from
+# it. In a quote a footnote mark reads as a citation of the answer's own numbered passages
+# ("... through the User-Agent header [3]." [1]); the notes' text stays. DPUB-ARIA names both
+# footnote links (Sphinx, Pandoc); other generators put the mark's number in a <sup> that links to
+# an anchor on the page (mdBook, Python-Markdown, DocBook XSL).
 _MARK = re.compile(r"[\[\](),\s]*")  # what a mark's element may hold besides its link: brackets
 _NUMBER = re.compile(r"[\[(]?\s*\d{1,3}\s*[\])]?")
 _CLOSING = (".", ",", ";", ":", "!", "?", ")")  # punctuation that follows a word without a space
 
 
-def _footnote_marks(events: list[_Event], main: list[int]) -> set[int]:
-    """The indices of the events, among `main`, of footnote marks (see above): a link to a note
-    (role "doc-noteref"), a link back from one (role "doc-backlink", which docutils also gives a
-    heading's link back to the contents) or a same-page link inside a <sup>, whose text is a
-    number; and an element (<sup>, a label <span>) that holds such a link and only brackets besides."""
+def _marks(events: list[_Event], main: list[int]) -> set[int]:
+    """The indices of the events, among `main`, of marks (see above): a same-page link whose whole
+    text is in `_MARK_TEXT`; a link to a note (role "doc-noteref"); a link back from one (role
+    "doc-backlink", which docutils also gives a heading's link back to the contents) or a
+    same-page link inside a <sup>, whose text is a number; and an element (<sup>, a label <span>)
+    that holds such a link and only brackets besides."""
     marks: set[int] = set()
     open_: list[list] = []  # per open element: [tag, start, attributes, text, holds a mark]
     for i in main:
@@ -264,9 +266,9 @@ def _footnote_marks(events: list[_Event], main: list[int]) -> set[int]:
         elif event.kind == "end" and open_ and open_[-1][0] == event.tag:
             tag, start, attrs, text, holds = open_.pop()
             in_sup = any(element[0] == "sup" for element in open_)
-            role = attrs.get("role", "").strip().lower()
-            mark = (tag == "a" and (role == "doc-noteref"
-                                     or ((role == "doc-backlink" or in_sup and attrs.get("href", "").startswith("#"))
+            role, same_page = attrs.get("role", "").strip().lower(), attrs.get("href", "").startswith("#")
+            mark = (tag == "a" and (role == "doc-noteref" or same_page and text.strip() in _MARK_TEXT
+                                     or ((role == "doc-backlink" or in_sup and same_page)
                                          and _NUMBER.fullmatch(text.strip()) is not None))
                     or (holds and tag in ("sup", "span") and _MARK.fullmatch(text) is not None))
             if mark:
@@ -308,7 +310,6 @@ class _Markdown:
     def __init__(self):
         self.out: list[str] = []
         self._fences: list[int] = []  # where each open <pre>'s opening fence is in `out`
-        self._links: list[int | None] = []  # where each open <a> began in `out` if it is a same-page link
         self._cells = 0  # open table cells
         self._code_ended = -1  # where in `out` the last <code> inside a <pre> ended
         self._cut = False  # something was left out since the last text (`left_out`)
@@ -323,8 +324,6 @@ class _Markdown:
         elif tag == "pre":  # fenced, so `#` lines in code never look like headings
             self._fences.append(len(self.out))
             self.out.append("\n```\n")
-        elif tag == "a":
-            self._links.append(len(self.out) if attrs.get("href", "").startswith("#") else None)
         elif tag == "code" and self._fences and self._code_ended == len(self.out):
             # a listing right after another in one block is another version of it (Node.js gives
             # each example as CommonJS and as an ES module, and shows one): on a line of its own
@@ -339,10 +338,6 @@ class _Markdown:
             self._close_fence(self._fences.pop())
         elif tag == "code" and self._fences:
             self._code_ended = len(self.out)
-        elif tag == "a":
-            begun = self._links.pop() if self._links else None
-            if begun is not None and "".join(self.out[begun:]).strip() in _PERMALINK_TEXT:
-                del self.out[begun:]
         elif re.fullmatch(r"h[1-6]", tag):
             self.out.append("\n\n")
         elif tag == "p":
@@ -442,7 +437,7 @@ def html_to_markdown(html: str) -> tuple[str, str]:
     out = _Markdown()
     events = _flagged_as_navigation(parser.events, _sequential_navigation(parser.events))
     main = _main_content(events)
-    left_out = _lead_contents(events, main) | _footnote_marks(events, main)  # both read once navigation is out
+    left_out = _lead_contents(events, main) | _marks(events, main)  # both read once navigation is out
     for i in main:
         event = events[i]
         if i in left_out:
