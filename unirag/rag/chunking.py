@@ -10,6 +10,7 @@ guarantees a chunk fits the embedding length.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import UniragError
@@ -17,6 +18,23 @@ from ..errors import UniragError
 HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)[ \t#]*$")  # an ATX heading line (readers.py reads front matter with it)
 FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")  # a code fence line (readers.py reads Markdown with it too)
 HEADINGS_FORMAT = 2  # bump when what `embed_text` prepends changes (2: titles from `##`-first pages)
+
+
+def outside_code(text: str, rewrite: Callable[[str], str]) -> str:
+    """The text with `rewrite` applied to what lies outside fenced code blocks; a block ends at a
+    fence line of its opening character at least as long (CommonMark), or at the text's end."""
+    out, pos, fence = [], 0, None
+    for match in re.finditer(FENCE.pattern, text, re.MULTILINE):
+        if fence is None:
+            out.append(rewrite(text[pos:match.start()]))
+            pos, fence = match.start(), match.group(1)
+        elif match.group(1)[0] == fence[0] and len(match.group(1)) >= len(fence):
+            line_end = text.find("\n", match.end())
+            end = len(text) if line_end < 0 else line_end
+            out.append(text[pos:end])
+            pos, fence = end, None
+    out.append(text[pos:] if fence else rewrite(text[pos:]))
+    return "".join(out)
 
 
 def fence_for(code: str) -> str:

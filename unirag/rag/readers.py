@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import UniragError
-from .chunking import FENCE, HEADING, markdown_title
+from .chunking import HEADING, markdown_title, outside_code
 from .mdx import mdx_to_markdown
 from .notebook import NotANotebook, notebook_to_markdown
 from .pdf import pdf_to_markdown
@@ -220,7 +220,6 @@ def _parse_pdf(file: SourceFile, data: bytes) -> Document | Skipped:
 
 # ---------------------------------------------------------------------- Markdown
 _COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.DOTALL)
-_CODE_FENCE = re.compile(FENCE.pattern, re.MULTILINE)  # chunking's fence line, anywhere in a text
 
 
 def strip_markdown_comments(text: str) -> str:
@@ -230,7 +229,7 @@ def strip_markdown_comments(text: str) -> str:
     links may break", build instructions) became chunks and quoted "evidence".
     """
     # the comment's own line break stays: one blank line at most
-    return _in_prose(text, lambda segment: re.sub(r"\n{3,}", "\n\n", _COMMENT.sub("", segment)))
+    return outside_code(text, lambda segment: re.sub(r"\n{3,}", "\n\n", _COMMENT.sub("", segment)))
 
 
 # a footnote reference ("tables[^siphash].", "done [^1]") and a definition's label at a line start
@@ -257,28 +256,12 @@ def strip_footnote_marks(text: str) -> str:
             pos = code.end()
         return "".join(out + [unmarked(segment[pos:])])
 
-    return _in_prose(text, outside_code_spans)
+    return outside_code(text, outside_code_spans)
 
 
 def markdown_prose(text: str) -> str:
     """Markdown as a reader sees it rendered: without comments and footnote marks."""
     return strip_footnote_marks(strip_markdown_comments(text))
-
-
-def _in_prose(text: str, rewrite) -> str:
-    """The text with `rewrite` applied to what lies outside code fences."""
-    out, pos, fence = [], 0, None
-    for match in _CODE_FENCE.finditer(text):
-        if fence is None:
-            out.append(rewrite(text[pos:match.start()]))
-            pos, fence = match.start(), match.group(1)[0]
-        elif match.group(1)[0] == fence:
-            line_end = text.find("\n", match.end())
-            end = len(text) if line_end < 0 else line_end
-            out.append(text[pos:end])
-            pos, fence = end, None
-    out.append(text[pos:] if fence else rewrite(text[pos:]))
-    return "".join(out)
 
 
 # YAML ("---" ... "---" or "...") or TOML ("+++" ... "+++") block at the very start of a file
