@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import UniragError
+from . import includes
 from .chunking import HEADING, markdown_title, outside_code
 from .mdx import mdx_to_markdown
 from .notebook import NotANotebook, notebook_to_markdown
@@ -39,9 +40,10 @@ DEFAULT_MAX_BYTES = 20 * 1024 * 1024
 # markdown 1: HTML comments dropped (outside code); 2: front matter read (title, description);
 # 3 (and mdx, notebook 1): footnote marks dropped (`strip_footnote_marks`)
 # rst 1: directives, literal blocks, roles and links read (`rst.py`), not only section titles;
-# a .txt file written in RST (Sphinx's include fragments, older Sphinx sources) is read as one
+# a .txt file written in RST (Sphinx's include fragments, older Sphinx sources) is read as one;
+# 2: include directives read in place (`includes.py`)
 # pdf 1: running headers, footers and page numbers dropped, headings found by type size (`pdf.py`)
-READER_FORMATS = {"html": 4, "markdown": 3, "mdx": 1, "notebook": 1, "pdf": 1, "rst": 1}
+READER_FORMATS = {"html": 4, "markdown": 3, "mdx": 1, "notebook": 1, "pdf": 1, "rst": 2}
 # a page that asks not to be indexed is skipped. Such pages have a number of their own, so that
 # ingest drops the chunks an earlier reading stored for them
 NOINDEX_FORMAT = 2
@@ -114,7 +116,34 @@ def walk(root: Path) -> tuple[list[SourceFile], list[Skipped], int]:
             else:
                 files.append(SourceFile(path, _rel(path, root), kind))
     files.sort(key=lambda f: f.source)
-    return files, skipped, ignored
+    return _without_fragments(files, skipped, root) + (ignored,)
+
+
+def _without_fragments(files: list[SourceFile], skipped: list[Skipped],
+                       root: Path) -> tuple[list[SourceFile], list[Skipped]]:
+    """The files less the RST include fragments (`includes.fragments`), each of which becomes a
+    skip that names the page it is read in."""
+    pages = {}
+    for file in files:
+        if file.kind in ("rst", "text") and (text := _small_text(file.path)) is not None:
+            pages[file.path] = text
+    inside = includes.fragments(pages, root)
+    if not inside:
+        return files, skipped
+    kept = [f for f in files if f.path not in inside]
+    skipped = skipped + [Skipped(f.source, f"included by {_rel(inside[f.path], root)}, read as part of it")
+                         for f in files if f.path in inside]
+    return kept, skipped
+
+
+def _small_text(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> str | None:
+    """A file's text, or None when it is too large, unreadable or not text."""
+    try:
+        if path.stat().st_size > max_bytes:
+            return None
+        return decode(path.read_bytes())[0]
+    except OSError:
+        return None
 
 
 def _rel(path: Path, root: Path) -> str:
@@ -122,16 +151,24 @@ def _rel(path: Path, root: Path) -> str:
 
 
 def read_bytes(file: SourceFile, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes | Skipped:
-    """The raw bytes (hashed to detect changes before any parsing), or why not."""
+    """The raw bytes (hashed to detect changes before any parsing), or why not. An RST file's
+    include directives are replaced by the files they name (`includes.expand`), so that its hash
+    changes when one of them does."""
     try:
         size = file.path.stat().st_size
         if size > max_bytes:
             return Skipped(file.source, f"too large ({size / 2**20:.1f} MB > {max_bytes / 2**20:.0f} MB limit)")
         if size == 0:
             return Skipped(file.source, "empty file")
-        return file.path.read_bytes()
+        data = file.path.read_bytes()
     except OSError as err:
         return Skipped(file.source, f"unreadable: {err.strerror or err}")
+    if file.kind in ("rst", "text") and b"include::" in data and (text := decode(data)[0]) is not None:
+        root = file.path.parents[len(Path(file.source).parts) - 1]  # the folder the walk started in
+        expanded = includes.expand(text, file.path, root, lambda path: _small_text(path, max_bytes))
+        if expanded != text:
+            return expanded.encode()
+    return data
 
 
 def content_hash(data: bytes) -> str:

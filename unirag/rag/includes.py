@@ -1,0 +1,125 @@
+"""RST `.. include::` directives replaced by the text of the files they name.
+
+Why: Sphinx manuals share text between pages through include fragments: CMake's command-line
+options live in `OPTIONS_BUILD.txt`, which `cmake.1.rst` and `ccmake.1.rst` include. Sphinx renders
+a fragment inside each page that includes it and never as a page of its own (its `.txt` suffix is
+not a source suffix). Read alone, a page misses that text, and the fragment becomes a page with no
+title and no context. So an RST page is read with its includes in place (`expand`), which also
+makes its content hash change when a fragment does, and a `.txt` file that an ingested page
+includes is read there only (`fragments`).
+
+Only files inside the ingested folder are read, never through a symlink (the walk's rule); a
+name that points elsewhere, a missing file, a file that includes itself again, and docutils'
+standard includes (`<isonum.txt>`, substitution definitions only) are left out. The options
+`:start-after:`, `:end-before:`, `:start-line:`, `:end-line:`, and `:literal:` or `:code:` (the
+text shown as code) are applied; the included lines take the directive's indentation, as docutils
+inserts them into the block the directive stands in.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+_INCLUDE = re.compile(r"^([ \t]*)\.\.[ \t]+include::[ \t]*(.*?)[ \t]*$")
+_OPTION = re.compile(r"^[ \t]+:([\w-]+):[ \t]*(.*?)[ \t]*$")
+MAX_DEPTH = 8  # includes within includes; deeper ones are left out
+
+
+def targets(text: str, here: Path, root: Path) -> list[Path]:
+    """The files the include directives of `text` (a file in folder `here`) name, that `expand`
+    would read."""
+    found = []
+    for line in text.split("\n"):
+        if (m := _INCLUDE.match(line)) and (path := _resolve(m.group(2), here, root)) is not None:
+            found.append(path)
+    return found
+
+
+def expand(text: str, path: Path, root: Path, read: Callable[[Path], str | None],
+           _stack: tuple[Path, ...] = ()) -> str:
+    """`text` (of the file at `path`, under the ingested folder `root`) with every include
+    directive replaced by the named file's text; `read` gives a file's text, or None when it
+    cannot be read (the directive is then left out)."""
+    stack = _stack + (path,)
+    lines = text.split("\n")
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        m = _INCLUDE.match(lines[i])
+        if not m:
+            out.append(lines[i])
+            i += 1
+            continue
+        indent, name = m.group(1), m.group(2)
+        options: dict[str, str] = {}
+        i += 1
+        while i < len(lines) and (o := _OPTION.match(lines[i])) and len(_indent(lines[i])) > len(indent):
+            options[o.group(1)] = o.group(2)
+            i += 1
+        target = _resolve(name, path.parent, root)
+        if target is None or target in stack or len(stack) > MAX_DEPTH:
+            continue
+        included = read(target)
+        if included is None:
+            continue
+        included = _excerpt(included.replace("\r\n", "\n"), options)
+        if "literal" in options or "code" in options:
+            language = options.get("code", "")
+            body = [f".. code-block:: {language}".rstrip(), ""] + ["   " + line for line in included.split("\n")]
+        else:
+            body = expand(included, target, root, read, stack).split("\n")
+        out += ["", *(indent + line if line.strip() else "" for line in body), ""]
+    return "\n".join(out)
+
+
+def fragments(rst_files: dict[Path, str], root: Path) -> dict[Path, Path]:
+    """{fragment: the first page that includes it} for the `.txt` files that the given RST files
+    ({path: text}) include: Sphinx shows them inside those pages and not as pages of their own."""
+    found: dict[Path, Path] = {}
+    for path, text in sorted(rst_files.items()):
+        for target in targets(text, path.parent, root):
+            if target.suffix.lower() == ".txt" and target != path:
+                found.setdefault(target, path)
+    return found
+
+
+def _indent(line: str) -> str:
+    return line[:len(line) - len(line.lstrip())]
+
+
+def _resolve(name: str, here: Path, root: Path) -> Path | None:
+    """The file `name` names, relative to `here` (or, starting with "/", to `root`, as Sphinx reads
+    it relative to its source folder), if it lies under `root` with no symlink on the way."""
+    if not name or name.startswith("<"):
+        return None
+    base = root if name.startswith("/") else here
+    path = Path(os.path.normpath(base / name.lstrip("/")))
+    try:
+        parts = path.relative_to(root).parts
+    except ValueError:
+        return None
+    step = root
+    for part in parts:
+        step = step / part
+        if step.is_symlink():
+            return None
+    return path if path.is_file() else None
+
+
+def _excerpt(text: str, options: dict[str, str]) -> str:
+    """The part of an included file that the directive's options select."""
+    lines = text.split("\n")
+    try:
+        start, end = int(options.get("start-line", 0)), options.get("end-line")
+        lines = lines[start:int(end) if end is not None else None]
+    except ValueError:
+        pass
+    text = "\n".join(lines)
+    if after := options.get("start-after"):
+        text = text.split(after, 1)[1] if after in text else ""
+    if before := options.get("end-before"):
+        text = text.split(before, 1)[0]
+    return text.strip("\n")
