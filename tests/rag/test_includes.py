@@ -55,11 +55,13 @@ def test_include_directives_are_read_in_place(tmp_path, files, page, expected):
 def test_a_fragment_is_a_skip_that_names_its_page_and_a_plain_text_file_stays(tmp_path):
     (tmp_path / "man").mkdir()
     (tmp_path / "man" / "tool.rst").write_text(PAGE + ".. include:: OPTS.txt\n")
-    (tmp_path / "man" / "OPTS.txt").write_text("Options.\n")
+    (tmp_path / "man" / "OPTS.txt").write_text("Options.\n\n.. include:: MORE.txt\n")
+    (tmp_path / "man" / "MORE.txt").write_text("More options.\n")
     (tmp_path / "notes.txt").write_text("Plain notes.\n")
     files, skipped, _ = walk(tmp_path)
     assert [f.source for f in files] == ["man/tool.rst", "notes.txt"]
     assert [(s.source, s.reason) for s in skipped] == [
+        ("man/MORE.txt", "included by man/tool.rst, read as part of it"),
         ("man/OPTS.txt", "included by man/tool.rst, read as part of it")]
 
 

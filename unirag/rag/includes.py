@@ -77,12 +77,19 @@ def expand(text: str, path: Path, root: Path, read: Callable[[Path], str | None]
 
 def fragments(rst_files: dict[Path, str], root: Path) -> dict[Path, Path]:
     """{fragment: the first page that includes it} for the `.txt` files that the given RST files
-    ({path: text}) include: Sphinx shows them inside those pages and not as pages of their own."""
+    ({path: text}) include: Sphinx shows them inside those pages and not as pages of their own. A
+    fragment included by another fragment maps to the page that includes that one."""
     found: dict[Path, Path] = {}
     for path, text in sorted(rst_files.items()):
         for target in targets(text, path.parent, root):
             if target.suffix.lower() == ".txt" and target != path:
                 found.setdefault(target, path)
+    for fragment, page in found.items():  # a fragment within a fragment: the page both are read in
+        seen = {fragment}
+        while page in found and page not in seen:
+            seen.add(page)
+            page = found[page]
+        found[fragment] = page
     return found
 
 
