@@ -7,27 +7,33 @@ import pytest
 pytest.importorskip("pypdf")
 
 from unirag.rag.chunking import ChunkSettings, chunk_text  # noqa: E402
-from unirag.rag.pdf import pdf_to_markdown  # noqa: E402
+from unirag.rag.pdf import _monospace, pdf_to_markdown  # noqa: E402
 from unirag.rag.readers import SourceFile, parse  # noqa: E402
 
 BODY = 11
 
 
-def make_pdf(pages: list[list[tuple[float, str]]], title: str = "") -> bytes:
-    """A PDF whose pages hold these (font size, text) lines, top to bottom (ASCII text)."""
+def make_pdf(pages: list[list[tuple]], title: str = "") -> bytes:
+    """A PDF whose pages hold these (font size, text) lines, top to bottom (ASCII text), in
+    Helvetica, or in Courier where a line is (font size, text, MONO). A line of size 0 is an
+    empty line's space (a body line's)."""
     objects = ["<< /Type /Catalog /Pages 2 0 R >>", "",
-               "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
+               "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+               "<< /Type /Font /Subtype /Type1 /BaseFont /Courier >>"]
     kids = []
     for lines in pages:
         y, ops = 760, []
-        for size, text in lines:
+        for size, text, *font in lines:
+            if not size:
+                y -= int(BODY * 1.6)
+                continue
             escaped = text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
-            ops.append(f"BT /F1 {size} Tf 72 {y} Td ({escaped}) Tj ET")
+            ops.append(f"BT /{'F2' if font else 'F1'} {size} Tf 72 {y} Td ({escaped}) Tj ET")
             y -= int(size * 1.6)
         stream = "\n".join(ops)
         objects.append(f"<< /Length {len(stream)} >>\nstream\n{stream}\nendstream")
         objects.append(f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
-                       f"/Resources << /Font << /F1 3 0 R >> >> /Contents {len(objects)} 0 R >>")
+                       f"/Resources << /Font << /F1 3 0 R /F2 4 0 R >> >> /Contents {len(objects)} 0 R >>")
         kids.append(len(objects))
     objects[1] = f"<< /Type /Pages /Kids [{' '.join(f'{k} 0 R' for k in kids)}] /Count {len(kids)} >>"
     if title:
@@ -46,6 +52,14 @@ def make_pdf(pages: list[list[tuple[float, str]]], title: str = "") -> bytes:
 
 def body(*lines: str) -> list[tuple[float, str]]:
     return [(BODY, line) for line in lines]
+
+
+MONO = "mono"
+GAP = (0, "")
+
+
+def code(*lines: str) -> list[tuple[float, str, str]]:
+    return [(BODY, line, MONO) for line in lines]
 
 
 def manual() -> list[list[tuple[float, str]]]:
@@ -131,3 +145,32 @@ def test_a_pdf_is_read_as_markdown_so_chunks_carry_its_headings():
     chunks = chunk_text(doc.text, None, ChunkSettings(chunk_size=64, overlap=0), doc.markdown)
     assert ("1 Storing files > 1.1 Expiry", "Entries expire after a week.") in \
         [(c.heading, c.text.splitlines()[-1]) for c in chunks]
+
+
+def test_paragraphs_are_found_by_their_spacing_but_a_sentence_left_open_goes_on():
+    text, _ = pdf_to_markdown(make_pdf([[
+        *body("Files are stored once.", "They are shared by every project.", "Nothing is copied."), GAP,
+        *body("The cache is kept until it expires.", "It expires after a week."), GAP,
+        *body("Entries are removed by the clean command after a week, or when the"), GAP,
+        *body("cache is full."),
+    ]]))
+    assert text == ("Files are stored once.\nThey are shared by every project.\nNothing is copied.\n\n"
+                    "The cache is kept until it expires.\nIt expires after a week.\n\n"
+                    "Entries are removed by the clean command after a week, or when the\ncache is full.")
+
+
+def test_lines_in_a_monospace_font_are_fenced_as_code():
+    text, _ = pdf_to_markdown(make_pdf([[
+        *body("Install it with:"), *code("$ make install", "# then check it", "$ make check"),
+        *body("The check takes a minute."),
+    ]]))
+    assert text == ("Install it with:\n\n```\n$ make install\n# then check it\n$ make check\n```\n\n"
+                    "The check takes a minute.")
+
+
+@pytest.mark.parametrize("name, monospace", [
+    ("/Courier-Bold", True), ("/AKEQKS+CMTT10", True), ("/SMDJOQ+CMSLTT10", True), ("/JNNPWA+NimbusMonL-Regu", True),
+    ("/DejaVuSansMono", True), ("/Consolas", True), ("/PWNLKT+CMR10", False), ("/Helvetica", False),
+    ("/OLMHVN+NimbusRomNo9L-Regu", False), ("/Times-Roman", False)])
+def test_monospace_fonts_are_known_by_name(name, monospace):
+    assert _monospace({"/BaseFont": name}) is monospace

@@ -21,8 +21,16 @@ So:
   a heading, at a level given by its size among the headings' sizes. Sentences set large (ending
   in punctuation) are not headings, nor are three or more lines in a row set in one larger size
   (a paragraph in larger type, or the prose of a page mostly of small-type code);
-- table-of-contents and index entries (dot leaders, then a page number) are dropped.
-Only what pypdf reports is used: no layout analysis, no OCR (a scanned PDF has no text to read).
+- table-of-contents and index entries (dot leaders, then a page number) are dropped;
+- paragraphs are found by their spacing: a line further below the one before than the
+  document's usual line spacing (by PARAGRAPH_GAP) starts a paragraph, unless it goes on with a
+  sentence that the line before left open (no closing punctuation, then a lower-case letter); so
+  a definition's first sentence is not one run with the lines around it;
+- lines set wholly in a monospace font (Courier, TeX's typewriter type, any "Mono") are code,
+  fenced as a Markdown code block: a listing is then quoted line by line, not glued to the
+  sentence that introduces it.
+Only what pypdf reports is used (its text, and each piece's position, font and size): no column
+detection, no OCR (a scanned PDF has no text to read).
 """
 
 from __future__ import annotations
@@ -32,7 +40,7 @@ import math
 import re
 from collections import Counter
 
-from .chunking import HEADING
+from .chunking import HEADING, fence_for
 
 EDGE_LINES = 2  # lines at each end of a page where running headers, footers and page numbers sit
 MIN_REPEATS = 3  # a line at the page edges on at least this many pages ...
@@ -41,6 +49,10 @@ HEADING_RATIO = 1.15  # type this much larger than the body's is a heading
 MAX_HEADING_LINES = 2  # a heading may wrap onto a second line; more lines in a row are a paragraph
 MAX_HEADING_WORDS = 15
 MAX_LEVEL = 6
+PARAGRAPH_GAP = 1.12  # a line this many times the usual line spacing below the one before starts a paragraph
+# monospace fonts by name (a PDF's own fixed-pitch flag is often unset: TeX's fonts leave it out)
+_MONOSPACE = re.compile(r"mono|nimbusmon|courier|consol|typewriter|fixed|^(?:cm|ec|tc|sf|lm)s?l?tt|menlo|inconsolata|"
+                        r"source ?code|fira ?code", re.IGNORECASE)
 
 _NUMBER = r"(?:\d+|[ivxlc]{1,6})"  # a page number, arabic or roman
 _PAGE_NUMBER = re.compile(rf"^(?:page\s+)?{_NUMBER}(?:\s*(?:of|/)\s*\d+)?$", re.IGNORECASE)
@@ -61,17 +73,43 @@ def _furniture_key(line: str) -> str:
     return re.sub(r"\d+", "#", _collapse(line)).lower()
 
 
-def _page(page) -> tuple[list[str], list[tuple[float, str]]]:
-    """(the page's text lines, its text pieces with the size they are set in)."""
+def _monospace(font) -> bool:
+    try:
+        name = str(font.get("/BaseFont", "")) if font else ""
+    except Exception:  # pypdf raises many types on malformed objects
+        return False
+    return bool(_MONOSPACE.search(re.sub(r"^/?(?:[A-Z]{6}\+)?", "", name)))
+
+
+def _page(page) -> tuple[list[str], list[tuple[float, str]], list[tuple[float | None, bool]]]:
+    """(the page's text lines, its text pieces with the size they are set in, and per line: the
+    height of its first piece of text on the page and whether all its text is set in a monospace
+    font; (None, False) for each line where the pieces do not add up to the page's text)."""
     pieces: list[tuple[float, str]] = []
+    placed: list[tuple[str, float, bool]] = []
 
     def visit(text, cm, tm, font, size):
         # the size on the page: the font size scaled by the text and current matrices
         scale = math.hypot(tm[2], tm[3]) * math.hypot(cm[2], cm[3])
         pieces.append((round(float(size or 0) * scale, 1), text))
+        placed.append((text, float(tm[4] * cm[1] + tm[5] * cm[3] + cm[5]), _monospace(font)))
 
     text = page.extract_text(visitor_text=visit) or ""
-    return [line.rstrip() for line in text.split("\n")], pieces
+    lines = [line.rstrip() for line in text.split("\n")]
+    if "".join(t for t, _, _ in placed) != text:
+        return lines, pieces, [(None, False)] * len(lines)
+    layout: list[tuple[float | None, bool]] = []
+    y, fonts = None, []
+    for piece, height, mono in placed:
+        for k, segment in enumerate(piece.split("\n")):
+            if k:
+                layout.append((y, bool(fonts) and all(fonts)))
+                y, fonts = None, []
+            if segment.strip():
+                y = height if y is None else y
+                fonts.append(mono)
+    layout.append((y, bool(fonts) and all(fonts)))
+    return lines, pieces, layout
 
 
 def body_size(pages: list[list[tuple[float, str]]]) -> float:
@@ -139,8 +177,8 @@ def _running_line(lines: list[str], neighbours: list[list[str]], end: int) -> bo
     return any(other and _furniture_key(other[end]) == key for other in neighbours)
 
 
-def _strip_edges(pages: list[list[str]]) -> list[list[str]]:
-    """The pages' lines without furniture at their tops and bottoms."""
+def _strip_edges(pages: list[list[str]]) -> list[tuple[int, int]]:
+    """Per page, the range of its lines that holds no furniture at its top and bottom."""
     furniture = _furniture(pages)
     out = []
     for i, lines in enumerate(pages):
@@ -158,24 +196,68 @@ def _strip_edges(pages: list[list[str]]) -> list[list[str]]:
             bottom -= 1
         while bottom > max(top, len(lines) - EDGE_LINES) and is_furniture(lines[bottom - 1]):
             bottom -= 1
-        out.append(lines[top:bottom])
+        out.append((top, bottom))
     return out
 
 
-def _with_headings(lines: list[str], headings: dict[str, float], levels: dict[float, int]) -> list[str]:
+def line_spacing(layouts: list[list[tuple[float | None, bool]]]) -> float:
+    """The usual distance between a line and the next (the most common one), 0 when unknown."""
+    gaps: Counter = Counter()
+    for layout in layouts:
+        heights = [y for y, _ in layout if y is not None]
+        gaps.update(round(a - b, 1) for a, b in zip(heights, heights[1:]) if a > b)
+    return gaps.most_common(1)[0][0] if gaps else 0.0
+
+
+def _spaced(gap: float | None, spacing: float) -> bool:
+    """Whether a line sits further below the line before than the usual spacing (or above it:
+    another column)."""
+    return gap is not None and bool(spacing) and not 0 <= gap <= spacing * PARAGRAPH_GAP
+
+
+def _starts_paragraph(before: str, line: str, gap: float | None, spacing: float) -> bool:
+    """Whether `line` starts a paragraph: it is spaced off the line before (`_spaced`) and does
+    not go on with a sentence that line left open."""
+    return _spaced(gap, spacing) and (bool(re.search(r"[.!?:;]\W*$", before)) or not line.lstrip()[:1].islower())
+
+
+def _as_markdown(lines: list[str], headings: dict[str, float], levels: dict[float, int],
+                   layout: list[tuple[float | None, bool]] | None = None, spacing: float = 0.0) -> list[str]:
     """The lines with headings written as Markdown headings (a heading wrapped onto a second line
-    is joined); a body line that would read as a Markdown heading is escaped."""
-    out, i = [], 0
+    is joined), a blank line where a paragraph starts, and runs of monospace lines fenced as code
+    (`layout`: per line, its height on the page and whether it is monospace); a body line that
+    would read as a Markdown heading is escaped."""
+    layout = layout or [(None, False)] * len(lines)
+    out, i, code, last_y = [], 0, [], None
+
+    def close_code():
+        if code:
+            fence = fence_for("\n".join(code))
+            out.extend(["", fence, *code, fence, ""])
+            code.clear()
+
     while i < len(lines):
         line = _collapse(lines[i])
+        y, mono = layout[i]
         two = _collapse(lines[i] + " " + lines[i + 1]) if i + 1 < len(lines) else ""
         if two and two in headings and line not in headings:
             line, i = two, i + 1
+        gap = last_y - y if last_y is not None and y is not None else None
+        last_y = layout[i][0] if layout[i][0] is not None else y
         if line in headings:
+            close_code()
             out += ["", "#" * levels[headings[line]] + " " + line, ""]
+        elif mono and line:
+            if code and _spaced(gap, spacing):  # an empty line in the listing
+                code.append("")
+            code.append(lines[i])
         else:
+            close_code()
+            if out and out[-1] and _starts_paragraph(out[-1], lines[i], gap, spacing):
+                out.append("")
             out.append("\\" + lines[i] if HEADING.match(lines[i]) else lines[i])
         i += 1
+    close_code()
     return out
 
 
@@ -197,17 +279,23 @@ def pdf_to_markdown(data: bytes) -> tuple[str, str]:
 
     reader = PdfReader(io.BytesIO(data))
     read = [_page(page) for page in reader.pages]
-    body = body_size([pieces for _, pieces in read])
-    page_headings = [heading_sizes(pieces, body) for _, pieces in read]
+    body = body_size([pieces for _, pieces, _ in read])
+    page_headings = [heading_sizes(pieces, body) for _, pieces, _ in read]
     sizes = sorted({size for found in page_headings for size in found.values()}, reverse=True)
     levels = {size: min(rank + 1, MAX_LEVEL) for rank, size in enumerate(sizes)}
     # table-of-contents and index entries (a title, dot leaders, a page number) hold nothing to answer from
-    pages = [[line for line in lines if line.strip() and not _TOC_ENTRY.search(line)] for lines, _ in read]
+    kept = [[k for k, line in enumerate(lines) if line.strip() and not _TOC_ENTRY.search(line)]
+            for lines, _, _ in read]
+    pages = [[lines[k] for k in keep] for keep, (lines, _, _) in zip(kept, read)]
+    layouts = [[layout[k] for k in keep] for keep, (_, _, layout) in zip(kept, read)]
     if len(pages) > 1:
-        pages = _strip_edges(pages)
+        edges = _strip_edges(pages)
+        pages = [lines[top:bottom] for lines, (top, bottom) in zip(pages, edges)]
+        layouts = [layout[top:bottom] for layout, (top, bottom) in zip(layouts, edges)]
+    spacing = line_spacing(layouts)
     text = ""
-    for lines, headings in zip(pages, page_headings):
-        page = "\n".join(_with_headings(lines, headings, levels)).strip()
+    for lines, layout, headings in zip(pages, layouts, page_headings):
+        page = "\n".join(_as_markdown(lines, headings, levels, layout, spacing)).strip()
         if not page:
             continue
         # a paragraph the page break cut goes on in the same paragraph

@@ -42,8 +42,9 @@ DEFAULT_MAX_BYTES = 20 * 1024 * 1024
 # rst 1: directives, literal blocks, roles and links read (`rst.py`), not only section titles;
 # a .txt file written in RST (Sphinx's include fragments, older Sphinx sources) is read as one;
 # 2: include directives read in place (`includes.py`)
-# pdf 1: running headers, footers and page numbers dropped, headings found by type size (`pdf.py`)
-READER_FORMATS = {"html": 4, "markdown": 3, "mdx": 1, "notebook": 1, "pdf": 1, "rst": 2}
+# pdf 1: running headers, footers and page numbers dropped, headings found by type size (`pdf.py`);
+# 2: paragraphs found by their spacing, monospace lines fenced as code
+READER_FORMATS = {"html": 4, "markdown": 3, "mdx": 1, "notebook": 1, "pdf": 2, "rst": 2}
 # a page that asks not to be indexed is skipped. Such pages have a number of their own, so that
 # ingest drops the chunks an earlier reading stored for them
 NOINDEX_FORMAT = 2
