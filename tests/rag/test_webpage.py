@@ -95,6 +95,16 @@ def test_a_list_of_the_pages_own_anchors_in_its_lead_is_its_table_of_contents():
     'role="doc-noteref"><span class="fn-bracket">[</span>3<span class="fn-bracket">]</span></a>. Next.</p>'
     '<aside class="footnote brackets" id="id8" role="note"><span class="label"><span class="fn-bracket">[</span>'
     '<a role="doc-backlink" href="#id1">3</a><span class="fn-bracket">]</span></span><p>The note.</p></aside>',
+    # Sphinx, a note cited twice: its label holds no link, its links back follow it
+    '<p>It sends a User-Agent header <a class="footnote-reference brackets" href="#id8" id="id1" '
+    'role="doc-noteref"><span class="fn-bracket">[</span>3<span class="fn-bracket">]</span></a>. Next.</p>'
+    '<aside class="footnote brackets" id="id8" role="note"><span class="label"><span class="fn-bracket">[</span>'
+    '3<span class="fn-bracket">]</span></span><span class="backrefs">(<a role="doc-backlink" href="#id1">1</a>,'
+    '<a role="doc-backlink" href="#id2">2</a>)</span><p>The note.</p></aside>',
+    # mdBook, a note's label in a superscript of its own
+    '<p>It sends a User-Agent header<sup class="footnote-reference"><a href="#footnote-a">1</a></sup>. Next.</p>'
+    '<div class="footnote-definition" id="footnote-a"><sup class="footnote-definition-label">1</sup>'
+    '<p>The note.</p></div>',
     # mdBook
     '<p>It sends a User-Agent header<sup class="footnote-reference" id="fr-a-1"><a href="#footnote-a">1</a></sup>. '
     'Next.</p><div class="footnote-definition" id="footnote-a"><p>The note. <a href="#fr-a-1">↩</a></p></div>',

@@ -249,12 +249,24 @@ _NUMBER = re.compile(r"[\[(]?\s*\d{1,3}\s*[\])]?")
 _CLOSING = (".", ",", ";", ":", "!", "?", ")")  # punctuation that follows a word without a space
 
 
+def _footnote(attrs: dict) -> bool:
+    """Whether an element holds a footnote (docutils, mdBook, DPUB-ARIA)."""
+    return (attrs.get("role", "").strip().lower() in ("doc-footnote", "doc-endnote")
+            or any(name.startswith("footnote") for name in attrs.get("class", "").split()))
+
+
+def _label(attrs: dict) -> bool:
+    """Whether an element is a label by its class ("label", mdBook's "footnote-definition-label")."""
+    return any(name == "label" or name.endswith("-label") for name in attrs.get("class", "").split())
+
+
 def _marks(events: list[_Event], main: list[int]) -> set[int]:
     """The indices of the events, among `main`, of marks (see above): a same-page link whose whole
     text is in `_MARK_TEXT`; a link to a note (role "doc-noteref"); a link back from one (role
     "doc-backlink", which docutils also gives a heading's link back to the contents) or a
-    same-page link inside a <sup>, whose text is a number; and an element (<sup>, a label <span>)
-    that holds such a link and only brackets besides."""
+    same-page link inside a <sup>, whose text is a number; an element (<sup>, a label <span>)
+    that holds such a link and only brackets besides; and a footnote's own number label (class
+    "label" inside a footnote, "[1]"), which is left where a note has several links back."""
     marks: set[int] = set()
     open_: list[list] = []  # per open element: [tag, start, attributes, text, holds a mark]
     for i in main:
@@ -267,10 +279,11 @@ def _marks(events: list[_Event], main: list[int]) -> set[int]:
             tag, start, attrs, text, holds = open_.pop()
             in_sup = any(element[0] == "sup" for element in open_)
             role, same_page = attrs.get("role", "").strip().lower(), attrs.get("href", "").startswith("#")
+            number = _NUMBER.fullmatch(text.strip()) is not None
             mark = (tag == "a" and (role == "doc-noteref" or same_page and text.strip() in _MARK_TEXT
-                                     or ((role == "doc-backlink" or in_sup and same_page)
-                                         and _NUMBER.fullmatch(text.strip()) is not None))
-                    or (holds and tag in ("sup", "span") and _MARK.fullmatch(text) is not None))
+                                     or ((role == "doc-backlink" or in_sup and same_page) and number))
+                    or (holds and tag in ("sup", "span") and _MARK.fullmatch(text) is not None)
+                    or (number and _label(attrs) and any(_footnote(element[2]) for element in open_)))
             if mark:
                 marks.update(range(start, i + 1))
             elif open_:
