@@ -65,7 +65,7 @@ def expand(text: str, path: Path, root: Path, read: Callable[[Path], str | None]
         included = read(target)
         if included is None:
             continue
-        included = _excerpt(included.replace("\r\n", "\n"), options)
+        included = _excerpt(included, options)
         if "literal" in options or "code" in options:
             language = options.get("code", "")
             body = [f".. code-block:: {language}".rstrip(), ""] + ["   " + line for line in included.split("\n")]
