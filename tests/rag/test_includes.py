@@ -29,6 +29,11 @@ CASES = [
      {"hello.txt": "print('hi')\n"},
      ".. include:: hello.txt\n   :literal:\n",
      "```\nprint('hi')\n```\n"),
+    ("a literalinclude is shown as code in its language, the lines it names only",
+     {"examples/preset.json": '{\n  "version": 6,\n  "cmakeMinimumRequired": {"major": 3}\n}\n'},
+     "The file looks like this:\n\n.. literalinclude:: examples/preset.json\n   :language: json\n"
+     "   :lines: 1-2,4\n   :caption: CMakePresets.json\n",
+     'The file looks like this:\n\n```json\n{\n  "version": 6,\n}\n```\n'),
     ("a missing file, a standard include and a file outside the folder are left out",
      {},
      ".. include:: MISSING.txt\n\n.. include:: <isonum.txt>\n\n.. include:: ../outside.txt\n\nText.\n",

@@ -1,4 +1,4 @@
-"""RST `.. include::` directives replaced by the text of the files they name.
+"""RST `.. include::` and `.. literalinclude::` directives replaced by the text of the files they name.
 
 Why: Sphinx manuals share text between pages through include fragments: CMake's command-line
 options live in `OPTIONS_BUILD.txt`, which `cmake.1.rst` and `ccmake.1.rst` include. Sphinx renders
@@ -6,14 +6,17 @@ a fragment inside each page that includes it and never as a page of its own (its
 not a source suffix). Read alone, a page misses that text, and the fragment becomes a page with no
 title and no context. So an RST page is read with its includes in place (`expand`), which also
 makes its content hash change when a fragment does, and a `.txt` file that an ingested page
-includes is read there only (`fragments`).
+includes is read there only (`fragments`). A `literalinclude` (an example file shown as code,
+CMake's presets/example.json) becomes a code block of the file's text: an example is often the
+answer to "how do I write ...".
 
 Only files inside the ingested folder are read, never through a symlink (the walk's rule); a
 name that points elsewhere, a missing file, a file that includes itself again, and docutils'
 standard includes (`<isonum.txt>`, substitution definitions only) are left out. The options
-`:start-after:`, `:end-before:`, `:start-line:`, `:end-line:`, and `:literal:` or `:code:` (the
-text shown as code) are applied; the included lines take the directive's indentation, as docutils
-inserts them into the block the directive stands in.
+`:start-after:`, `:end-before:`, `:start-line:`, `:end-line:`, `:lines:` (literalinclude's "1,3,5-10"),
+and `:literal:`, `:code:` or `:language:` (the text shown as code) are applied; the included
+lines take the directive's indentation, as docutils inserts them into the block the directive
+stands in.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-_INCLUDE = re.compile(r"^([ \t]*)\.\.[ \t]+include::[ \t]*(.*?)[ \t]*$")
+_INCLUDE = re.compile(r"^([ \t]*)\.\.[ \t]+(include|literalinclude)::[ \t]*(.*?)[ \t]*$")
 _OPTION = re.compile(r"^[ \t]+:([\w-]+):[ \t]*(.*?)[ \t]*$")
 MAX_DEPTH = 8  # includes within includes; deeper ones are left out
 
@@ -33,7 +36,7 @@ def targets(text: str, here: Path, root: Path) -> list[Path]:
     would read."""
     found = []
     for line in text.split("\n"):
-        if (m := _INCLUDE.match(line)) and (path := _resolve(m.group(2), here, root)) is not None:
+        if (m := _INCLUDE.match(line)) and (path := _resolve(m.group(3), here, root)) is not None:
             found.append(path)
     return found
 
@@ -53,7 +56,7 @@ def expand(text: str, path: Path, root: Path, read: Callable[[Path], str | None]
             out.append(lines[i])
             i += 1
             continue
-        indent, name = m.group(1), m.group(2)
+        indent, literal, name = m.group(1), m.group(2) == "literalinclude", m.group(3)
         options: dict[str, str] = {}
         i += 1
         while i < len(lines) and (o := _OPTION.match(lines[i])) and len(_indent(lines[i])) > len(indent):
@@ -66,8 +69,8 @@ def expand(text: str, path: Path, root: Path, read: Callable[[Path], str | None]
         if included is None:
             continue
         included = _excerpt(included, options)
-        if "literal" in options or "code" in options:
-            language = options.get("code", "")
+        if literal or "literal" in options or "code" in options:
+            language = options.get("code") or options.get("language", "")
             body = [f".. code-block:: {language}".rstrip(), ""] + ["   " + line for line in included.split("\n")]
         else:
             body = expand(included, target, root, read, stack).split("\n")
@@ -122,7 +125,9 @@ def _excerpt(text: str, options: dict[str, str]) -> str:
     try:
         start, end = int(options.get("start-line", 0)), options.get("end-line")
         lines = lines[start:int(end) if end is not None else None]
-    except ValueError:
+        if "lines" in options:
+            lines = [lines[k] for k in _numbers(options["lines"], len(lines))]
+    except (ValueError, IndexError):
         pass
     text = "\n".join(lines)
     if after := options.get("start-after"):
@@ -130,3 +135,14 @@ def _excerpt(text: str, options: dict[str, str]) -> str:
     if before := options.get("end-before"):
         text = text.split(before, 1)[0]
     return text.strip("\n")
+
+
+def _numbers(spec: str, count: int) -> list[int]:
+    """The 0-based line indices a `:lines:` option names ("1,3,5-10", "5-": to the end)."""
+    out: list[int] = []
+    for part in spec.replace(" ", "").split(","):
+        first, dash, last = part.partition("-")
+        lo = int(first) if first else 1
+        hi = (int(last) if last else count) if dash else lo
+        out += range(lo - 1, min(hi, count))
+    return out

@@ -16,8 +16,8 @@ not know Sphinx's directives and roles without Sphinx); it rewrites the construc
   not named here) -> the signature as a paragraph of its own in a code span, then its body: the
   layout of a term and its definition that the evidence quotes together (`evidence.term_of`);
 - directives that show nothing by themselves (`toctree`, `index`, `raw`, `image`, comments, link
-  targets, substitution definitions) are dropped, as is an `include` that the reader could not
-  read in place (`includes.py` replaces the others by the text they name); `only` and other containers
+  targets, substitution definitions) are dropped, as is an `include` or `literalinclude` that
+  the reader could not read in place (`includes.py` replaces the others by the text they name); `only` and other containers
   keep their body;
 - indented bodies are dedented (definition lists, block quotes, directive bodies);
 - inline: ``literal`` and code-like roles (:func:`x`, :command:`x`, ...) -> `x`, text roles
