@@ -174,3 +174,9 @@ def test_lines_in_a_monospace_font_are_fenced_as_code():
     ("/OLMHVN+NimbusRomNo9L-Regu", False), ("/Times-Roman", False)])
 def test_monospace_fonts_are_known_by_name(name, monospace):
     assert _monospace({"/BaseFont": name}) is monospace
+
+
+def test_a_listing_the_page_break_cut_stays_one_code_block():
+    text, _ = pdf_to_markdown(make_pdf([[*body("The dump:"), *code("0000 4d 49", "0010 74 65")],
+                                        [*code("0020 00 05"), *body("That is all.")]]))
+    assert text == "The dump:\n\n```\n0000 4d 49\n0010 74 65\n0020 00 05\n```\n\nThat is all."

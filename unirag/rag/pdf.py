@@ -15,7 +15,7 @@ So:
   many pages (digits ignored: "Page 3" and "Page 4" are the same line) is furniture, as is a
   page number alone at an edge; both are dropped;
 - a paragraph cut by the page break is joined again (the page ends without closing punctuation
-  and the next begins in lower case);
+  and the next begins in lower case), as is a listing (code, below) the page break cut;
 - a word hyphenated at a line's end between two lower-case letters is joined;
 - a line set in type larger than the body text's (the size most of the characters are set in) is
   a heading, at a level given by its size among the headings' sizes. Sentences set large (ending
@@ -297,6 +297,12 @@ def pdf_to_markdown(data: bytes) -> tuple[str, str]:
     for lines, layout, headings in zip(pages, layouts, page_headings):
         page = "\n".join(_as_markdown(lines, headings, levels, layout, spacing)).strip()
         if not page:
+            continue
+        # a listing the page break cut goes on in the same code block (a page's text never ends
+        # in an opening fence nor starts with a closing one)
+        fence = text[-3:]
+        if fence in ("```", "~~~") and page.startswith(fence + "\n"):
+            text = text[:-3].rstrip("\n") + "\n" + page[4:]
             continue
         # a paragraph the page break cut goes on in the same paragraph
         runs_on = text and not re.search(r"[.!?:]\W*$", text) and page[0].islower()
