@@ -1,4 +1,4 @@
-"""PDF reading (`unirag/rag/pdf.py`) on PDFs written here: lines of Helvetica at chosen sizes."""
+"""PDF reading (`unirag/rag/pdf.py`) on PDFs written here: lines of Helvetica (Courier for code) at chosen sizes."""
 
 from pathlib import Path
 
