@@ -85,22 +85,22 @@ def _page(page) -> tuple[list[str], list[tuple[float, str]], list[tuple[float | 
     """(the page's text lines, its text pieces with the size they are set in, and per line: the
     height of its first piece of text on the page and whether all its text is set in a monospace
     font; (None, False) for each line where the pieces do not add up to the page's text)."""
-    pieces: list[tuple[float, str]] = []
-    placed: list[tuple[str, float, bool]] = []
+    placed: list[tuple[float, str, float, bool]] = []  # (size, text, height on the page, monospace)
 
     def visit(text, cm, tm, font, size):
         # the size on the page: the font size scaled by the text and current matrices
         scale = math.hypot(tm[2], tm[3]) * math.hypot(cm[2], cm[3])
-        pieces.append((round(float(size or 0) * scale, 1), text))
-        placed.append((text, float(tm[4] * cm[1] + tm[5] * cm[3] + cm[5]), _monospace(font)))
+        placed.append((round(float(size or 0) * scale, 1), text, float(tm[4] * cm[1] + tm[5] * cm[3] + cm[5]),
+                       _monospace(font)))
 
     text = page.extract_text(visitor_text=visit) or ""
     lines = [line.rstrip() for line in text.split("\n")]
-    if "".join(t for t, _, _ in placed) != text:
+    pieces = [(size, piece) for size, piece, _, _ in placed]
+    if "".join(piece for _, piece in pieces) != text:
         return lines, pieces, [(None, False)] * len(lines)
     layout: list[tuple[float | None, bool]] = []
     y, fonts = None, []
-    for piece, height, mono in placed:
+    for _, piece, height, mono in placed:
         for k, segment in enumerate(piece.split("\n")):
             if k:
                 layout.append((y, bool(fonts) and all(fonts)))
@@ -222,12 +222,11 @@ def _starts_paragraph(before: str, line: str, gap: float | None, spacing: float)
 
 
 def _as_markdown(lines: list[str], headings: dict[str, float], levels: dict[float, int],
-                   layout: list[tuple[float | None, bool]] | None = None, spacing: float = 0.0) -> list[str]:
+                 layout: list[tuple[float | None, bool]], spacing: float) -> list[str]:
     """The lines with headings written as Markdown headings (a heading wrapped onto a second line
     is joined), a blank line where a paragraph starts, and runs of monospace lines fenced as code
     (`layout`: per line, its height on the page and whether it is monospace); a body line that
     would read as a Markdown heading is escaped."""
-    layout = layout or [(None, False)] * len(lines)
     out, i, code, last_y = [], 0, [], None
 
     def close_code():
