@@ -21,7 +21,8 @@ from chroma_server import chroma_server
 
 from unirag.errors import UniragError
 from unirag.rag import store
-from unirag.rag.chunking import ChunkSettings, chunk_text, embed_text, embed_texts, markdown_title, split_sections
+from unirag.rag.chunking import (FENCE, ChunkSettings, chunk_text, embed_text, embed_texts, markdown_title, open_fence,
+                                 outside_code, split_sections)
 from unirag.rag_commands import ask, chat, ingest, retrieve
 from unirag.rag.ingest import PAUSE_ENV
 from unirag.rag.ingest import ingest as run_ingest
@@ -77,11 +78,13 @@ def test_chunking_follows_headings_with_token_overlap(tiny):
     assert [[t for _, t in path] for path, _ in sections] == [["Book", "Ch 1"], ["Book", "Ch 1", "Part"], ["Other"]]
     chunks = chunk_text(text, tiny.tokenizer, SMALL)
     assert [c.index for c in chunks] == list(range(len(chunks)))
-    assert all(c.n_tokens <= 32 for c in chunks)
+    assert all(c.n_tokens <= 32 for c in chunks if "```" not in c.text)  # (fence lines that close and reopen a cut block come on top)
     long = [c for c in chunks if c.heading == "Book > Ch 1"]
     assert len(long) > 3 and "not a heading" in long[-1].text  # a `#` line in a code fence is no heading
     assert not long[0].text.endswith("Ch 1")  # no chunk ends on a heading line
-    for a, b in zip(long, long[1:]):  # consecutive windows share text (the overlap)
+    prose = [c for c in long if "```" not in c.text]  # (fence lines close and reopen cut code blocks)
+    assert len(prose) > 3
+    for a, b in zip(prose, prose[1:]):  # consecutive windows share text (the overlap)
         shared = max(k for k in range(len(b.text) + 1) if a.text.endswith(b.text[:k]))
         assert shared >= 5, (a.text, b.text)
     assert {c.heading for c in chunks} == {"Book > Ch 1", "Book > Ch 1 > Part", "Other"}
@@ -92,6 +95,33 @@ def test_chunking_follows_headings_with_token_overlap(tiny):
     assert embed_text(long[0], "Book", ChunkSettings(32, 8, embed_headings=False)) == long[0].text
     with pytest.raises(UniragError):
         ChunkSettings(chunk_size=32, overlap=20)
+
+
+def test_a_cut_inside_a_code_block_closes_it_and_the_next_chunk_reopens_it():
+    code = "\n".join(f"let x{i} = {i};" for i in range(40))
+    page = f"## Listing\n\nThe code below sets forty variables.\n\n```rust\n{code}\n```\n\nAfter the code, prose.\n\n~~~~\nshort\n~~~~"
+    chunks = chunk_text(page, None, ChunkSettings(32, 8))
+    assert len(chunks) > 3
+    fence_lines = lambda text: [line for line in text.split("\n") if FENCE.match(line)]  # noqa: E731
+    for chunk in chunks:
+        lines = fence_lines(chunk.text)
+        assert len(lines) % 2 == 0, chunk.text  # every block the chunk opens, it closes
+        assert outside_code(chunk.text, lambda prose: "").count("let x") == chunk.text.count("let x")
+        assert "After the code" not in outside_code(chunk.text, lambda prose: ""), chunk.text  # prose is prose
+        assert chunk.n_tokens <= 32 + 2  # the window, and an opening and a closing fence line on top
+    inside = [c for c in chunks if c.text.startswith("```rust\nlet")]
+    assert inside and all(c.text.endswith("```") or "After the code" in c.text for c in inside)
+    # the page's own text, fence lines aside, is what the chunks hold
+    assert all(line in page for c in chunks for line in c.text.split("\n") if not FENCE.match(line))
+    assert open_fence(page, page.index("let x5")) == "```rust"
+    assert open_fence(page, page.index("After the code")) is None
+    assert open_fence(page, page.index("short")) == "~~~~"
+    # plain text is cut as it is, and Markdown at the same places: only the fence lines differ
+    plain = chunk_text(page, None, ChunkSettings(32, 8), markdown=False)
+    assert len(plain) == len(chunks) and all(c.text in page for c in plain)
+    for fenced, cut in zip(chunks, plain):
+        assert cut.text in fenced.text
+        assert set(fenced.text.replace(cut.text, "", 1).split("\n")) <= {"", "```rust", "```", "~~~~"}
 
 
 def test_markdown_title_is_the_first_top_level_heading():
@@ -122,7 +152,7 @@ def test_context_words_put_the_previous_chunks_tail_before_each_chunk():
         tail = " ".join(before.text.split()[-3:])
         assert text == f"{tail}\n\n{embed_text(chunk, 'Loops', context)}"
     assert context.signature() != plain.signature()  # changing it re-embeds
-    assert plain.signature() == "size=32;overlap=8;headings=2"  # collections built without it keep their ids
+    assert plain.signature() == "size=32;overlap=8;headings=2;format=1"  # no context: as without the option
     with pytest.raises(UniragError):
         ChunkSettings(context_words=-1)
 

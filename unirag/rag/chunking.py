@@ -18,6 +18,9 @@ from ..errors import UniragError
 HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)[ \t#]*$")  # an ATX heading line (readers.py reads front matter with it)
 FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")  # a code fence line (readers.py reads Markdown with it too)
 HEADINGS_FORMAT = 2  # bump when what `embed_text` prepends changes (2: titles from `##`-first pages)
+# bump when how a section is cut into chunk texts changes (1: a cut inside a code block closes the
+# block, and the next chunk reopens it with the same fence line); part of every chunk id
+CHUNK_FORMAT = 1
 
 
 def outside_code(text: str, rewrite: Callable[[str], str]) -> str:
@@ -68,8 +71,8 @@ class ChunkSettings:
 
     def signature(self) -> str:
         headings = HEADINGS_FORMAT if self.embed_headings else 0
-        context = f";context={self.context_words}" if self.context_words else ""  # ids without it stay as they were
-        return f"size={self.chunk_size};overlap={self.overlap};headings={headings}{context}"
+        context = f";context={self.context_words}" if self.context_words else ""
+        return f"size={self.chunk_size};overlap={self.overlap};headings={headings};format={CHUNK_FORMAT}{context}"
 
 
 @dataclass(frozen=True)
@@ -128,14 +131,59 @@ def split_sections(text: str) -> list[tuple[list[tuple[int, str]], str]]:
 
 
 def chunk_text(text: str, tokenizer, settings: ChunkSettings = ChunkSettings(), markdown: bool = True) -> list[Chunk]:
-    """Cut a document into chunks of at most `settings.chunk_size` tokens."""
+    """Cut a document into chunks of at most `settings.chunk_size` tokens of its text. In Markdown,
+    a cut inside a code block closes the block, and the next chunk reopens it (`_fenced`): those
+    fence lines come on top, a few tokens that the embedding's room for the heading path covers.
+
+    Why on top and not within the size: the cuts stay where they were, so the chunks without a
+    cut code block keep their text."""
     sections = split_sections(text) if markdown else [([], text)]
     chunks: list[Chunk] = []
     for path, body in sections:
         heading = " > ".join(title for _, title in path)
-        for piece, n_tokens in _windows(body, tokenizer, settings.chunk_size, settings.overlap):
+        for start, end, n_tokens in _windows(body, tokenizer, settings.chunk_size, settings.overlap):
+            piece = body[start:end]
+            if markdown:
+                piece, n_tokens = _fenced(body, start, end, n_tokens, tokenizer)
             chunks.append(Chunk(piece, heading, len(chunks), n_tokens))
     return chunks
+
+
+def open_fence(text: str, pos: int) -> str | None:
+    """The opening fence line ("```rust") of the code block that character `pos` of `text` lies in,
+    or None outside code: the fence lines that start before `pos` are walked as `outside_code`
+    walks them."""
+    opening = None
+    for match in re.finditer(FENCE.pattern, text[:pos], re.MULTILINE):
+        if opening is None:
+            line_end = text.find("\n", match.start())
+            opening = text[match.start():len(text) if line_end < 0 else line_end].strip()
+        elif match.group(1)[0] == opening[0] and len(match.group(1)) >= len(FENCE.match(opening).group(1)):
+            opening = None
+    return opening
+
+
+def _fenced(body: str, start: int, end: int, n_tokens: int, tokenizer) -> tuple[str, int]:
+    """body[start:end] with its code blocks whole: a piece that begins inside a code block starts
+    with the block's opening fence line, and one that ends inside a block ends with a closing
+    fence; the token count includes them.
+
+    Why: a cut inside a listing leaves one chunk with an opening fence and no close, the next with
+    a close and no opening; read alone, either one's prose can pass for code and its code for
+    prose (what `sentences.split_units` quotes, what a Markdown viewer shows)."""
+    piece = body[start:end]
+    before, after = open_fence(body, start), open_fence(body, end)
+    added = ""
+    if before is not None:  # (a piece that starts on the block's closing fence holds an empty block)
+        piece = f"{before}\n{piece}"
+        added += before + "\n"
+    if after is not None:
+        close = FENCE.match(after).group(1)
+        piece = f"{piece}\n{close}"
+        added += "\n" + close
+    if added:
+        n_tokens += len(_token_offsets(added, tokenizer))
+    return piece, n_tokens
 
 
 def embed_text(chunk: Chunk, title: str, settings: ChunkSettings) -> str:
@@ -160,20 +208,27 @@ def embed_texts(chunks: list[Chunk], title: str, settings: ChunkSettings) -> lis
     return [f"{tail}\n\n{text}" if tail else text for tail, text in zip(before, own)]
 
 
-def _windows(text: str, tokenizer, size: int, overlap: int) -> list[tuple[str, int]]:
-    """Token windows over text, as (text slice, token count); consecutive ones share `overlap` tokens."""
+def _stripped(text: str, start: int, end: int) -> tuple[int, int]:
+    """(start, end) moved inwards past the whitespace at either end of text[start:end]."""
+    piece = text[start:end]
+    return start + len(piece) - len(piece.lstrip()), end - len(piece) + len(piece.rstrip())
+
+
+def _windows(text: str, tokenizer, size: int, overlap: int) -> list[tuple[int, int, int]]:
+    """Token windows over text, as (start, end, token count) with text[start:end] free of leading
+    and trailing whitespace; consecutive ones share `overlap` tokens."""
     offsets = _token_offsets(text, tokenizer)
     n = len(offsets)
     if n <= size:
-        return [(text.strip(), n)] if text.strip() else []
+        return [(*_stripped(text, 0, len(text)), n)] if text.strip() else []
     pieces, start = [], 0
     while True:
         end = min(start + size, n)
         if end < n:  # move the cut back to the best break in the window's second half
             end = max(range(start + size // 2 + 1, end + 1), key=lambda k: (_break_score(text, offsets[k][0]), k))
-        piece = text[offsets[start][0]:offsets[end - 1][1]].strip()
-        if piece:
-            pieces.append((piece, end - start))
+        lo, hi = _stripped(text, offsets[start][0], offsets[end - 1][1])
+        if hi > lo:
+            pieces.append((lo, hi, end - start))
         if end >= n:
             return pieces
         nxt = max(end - overlap, start + 1)

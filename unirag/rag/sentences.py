@@ -86,7 +86,9 @@ def _punctuation_share(text: str) -> float:
 
 
 def _starts_in_fence(text: str) -> bool:
-    """Whether a chunk cut from a longer section begins inside a code fence. In order of trust:
+    """Whether a chunk cut from a longer section begins inside a code fence. Chunks of chunk format 1
+    and later (`chunking.CHUNK_FORMAT`) close and reopen a block their cut went through, so this
+    only matters for collections built before; for them, in order of trust:
     - a fence line with an info string ("```rust") opens a block (CommonMark allows none on a
       closing fence), so its place in the sequence settles which fences close;
     - a chunk that begins with its fence line: a blank line after it means the fence closes a
