@@ -21,8 +21,8 @@ from chroma_server import chroma_server
 
 from unirag.errors import UniragError
 from unirag.rag import store
-from unirag.rag.chunking import (FENCE, ChunkSettings, chunk_text, embed_text, embed_texts, markdown_title, open_fence,
-                                 outside_code, split_sections)
+from unirag.rag.chunking import (FENCE, ChunkSettings, block_at, chunk_text, code_blocks, embed_text, embed_texts,
+                                 markdown_title, outside_code, split_sections)
 from unirag.rag_commands import ask, chat, ingest, retrieve
 from unirag.rag.ingest import PAUSE_ENV
 from unirag.rag.ingest import ingest as run_ingest
@@ -113,9 +113,12 @@ def test_a_cut_inside_a_code_block_closes_it_and_the_next_chunk_reopens_it():
     assert inside and all(c.text.endswith("```") or "After the code" in c.text for c in inside)
     # the page's own text, fence lines aside, is what the chunks hold
     assert all(line in page for c in chunks for line in c.text.split("\n") if not FENCE.match(line))
-    assert open_fence(page, page.index("let x5")) == "```rust"
-    assert open_fence(page, page.index("After the code")) is None
-    assert open_fence(page, page.index("short")) == "~~~~"
+    blocks = code_blocks(page)
+    assert [b.opening for b in blocks] == ["```rust", "~~~~"] and page[blocks[-1].end - 4:blocks[-1].end] == "~~~~"
+    assert block_at(blocks, page.index("let x5")).opening == "```rust"
+    assert block_at(blocks, page.index("After the code")) is None
+    assert block_at(blocks, page.index("short")).opening == "~~~~"
+    assert block_at(blocks, blocks[0].close) is blocks[0] and block_at(blocks, blocks[0].start) is None
     # plain text is cut as it is, and Markdown at the same places: only the fence lines differ
     plain = chunk_text(page, None, ChunkSettings(32, 8), markdown=False)
     assert len(plain) == len(chunks) and all(c.text in page for c in plain)

@@ -23,20 +23,47 @@ HEADINGS_FORMAT = 2  # bump when what `embed_text` prepends changes (2: titles f
 CHUNK_FORMAT = 1
 
 
-def outside_code(text: str, rewrite: Callable[[str], str]) -> str:
-    """The text with `rewrite` applied to what lies outside fenced code blocks; a block ends at a
-    fence line of its opening character at least as long (CommonMark), or at the text's end."""
-    out, pos, fence = [], 0, None
+@dataclass(frozen=True)
+class CodeBlock:
+    """A fenced code block of a text, by character offsets."""
+
+    start: int    # where its opening fence line starts
+    close: int    # where its closing fence line starts (the text's length for a block left open)
+    end: int      # where its closing fence line ends, before the line break
+    opening: str  # the opening fence line, stripped ("```rust")
+
+
+def code_blocks(text: str) -> list[CodeBlock]:
+    """The fenced code blocks of `text`, in order; a block ends at a fence line of its opening
+    character at least as long (CommonMark), or at the text's end."""
+    blocks: list[CodeBlock] = []
+    start, fence, opening = 0, None, ""
     for match in re.finditer(FENCE.pattern, text, re.MULTILINE):
+        line_end = text.find("\n", match.end())
+        line_end = len(text) if line_end < 0 else line_end
         if fence is None:
-            out.append(rewrite(text[pos:match.start()]))
-            pos, fence = match.start(), match.group(1)
+            start, fence, opening = match.start(), match.group(1), text[match.start():line_end].strip()
         elif match.group(1)[0] == fence[0] and len(match.group(1)) >= len(fence):
-            line_end = text.find("\n", match.end())
-            end = len(text) if line_end < 0 else line_end
-            out.append(text[pos:end])
-            pos, fence = end, None
-    out.append(text[pos:] if fence else rewrite(text[pos:]))
+            blocks.append(CodeBlock(start, match.start(), line_end, opening))
+            fence = None
+    if fence is not None:
+        blocks.append(CodeBlock(start, len(text), len(text), opening))
+    return blocks
+
+
+def block_at(blocks: list[CodeBlock], pos: int) -> CodeBlock | None:
+    """The block (of `code_blocks`) that character `pos` lies in: its opening fence line starts
+    before `pos`, its closing one does not."""
+    return next((block for block in blocks if block.start < pos <= block.close), None)
+
+
+def outside_code(text: str, rewrite: Callable[[str], str]) -> str:
+    """The text with `rewrite` applied to what lies outside fenced code blocks (`code_blocks`)."""
+    out, pos = [], 0
+    for block in code_blocks(text):
+        out += [rewrite(text[pos:block.start]), text[block.start:block.end]]
+        pos = block.end
+    out.append(rewrite(text[pos:]))
     return "".join(out)
 
 
@@ -141,30 +168,16 @@ def chunk_text(text: str, tokenizer, settings: ChunkSettings = ChunkSettings(), 
     chunks: list[Chunk] = []
     for path, body in sections:
         heading = " > ".join(title for _, title in path)
+        blocks = code_blocks(body) if markdown else []
         for start, end, n_tokens in _windows(body, tokenizer, settings.chunk_size, settings.overlap):
-            piece = body[start:end]
-            if markdown:
-                piece, n_tokens = _fenced(body, start, end, n_tokens, tokenizer)
+            piece, n_tokens = _fenced(body, blocks, start, end, n_tokens, tokenizer)
             chunks.append(Chunk(piece, heading, len(chunks), n_tokens))
     return chunks
 
 
-def open_fence(text: str, pos: int) -> str | None:
-    """The opening fence line ("```rust") of the code block that character `pos` of `text` lies in,
-    or None outside code: the fence lines that start before `pos` are walked as `outside_code`
-    walks them."""
-    opening = None
-    for match in re.finditer(FENCE.pattern, text[:pos], re.MULTILINE):
-        if opening is None:
-            line_end = text.find("\n", match.start())
-            opening = text[match.start():len(text) if line_end < 0 else line_end].strip()
-        elif match.group(1)[0] == opening[0] and len(match.group(1)) >= len(FENCE.match(opening).group(1)):
-            opening = None
-    return opening
-
-
-def _fenced(body: str, start: int, end: int, n_tokens: int, tokenizer) -> tuple[str, int]:
-    """body[start:end] with its code blocks whole: a piece that begins inside a code block starts
+def _fenced(body: str, blocks: list[CodeBlock], start: int, end: int, n_tokens: int,
+            tokenizer) -> tuple[str, int]:
+    """body[start:end] with its code blocks (`blocks`, body's) whole: a piece that begins inside a code block starts
     with the block's opening fence line, and one that ends inside a block ends with a closing
     fence; the token count includes them.
 
@@ -172,13 +185,13 @@ def _fenced(body: str, start: int, end: int, n_tokens: int, tokenizer) -> tuple[
     a close and no opening; read alone, either one's prose can pass for code and its code for
     prose (what `sentences.split_units` quotes, what a Markdown viewer shows)."""
     piece = body[start:end]
-    before, after = open_fence(body, start), open_fence(body, end)
+    before, after = block_at(blocks, start), block_at(blocks, end)
     added = ""
     if before is not None:  # (a piece that starts on the block's closing fence holds an empty block)
-        piece = f"{before}\n{piece}"
-        added += before + "\n"
+        piece = f"{before.opening}\n{piece}"
+        added += before.opening + "\n"
     if after is not None:
-        close = FENCE.match(after).group(1)
+        close = FENCE.match(after.opening).group(1)
         piece = f"{piece}\n{close}"
         added += "\n" + close
     if added:
