@@ -133,6 +133,8 @@ def test_answer_variants_parse_names_scorers_and_abstention():
         "extractive@scoreorder"].reading_order
     assert variants["default"].passage_order and not rag_eval.answer_variants("extractive@retrievalorder")[
         "extractive@retrievalorder"].passage_order
+    assert variants["default"].interleave and not rag_eval.answer_variants("extractive@fusedorder")[
+        "extractive@fusedorder"].interleave
     with pytest.raises(UniragError, match="unknown answer variant"):
         rag_eval.answer_variants("poem")
     with pytest.raises(UniragError, match="unknown evidence scorer"):

@@ -6,7 +6,8 @@ import pytest
 
 from unirag.errors import UniragError
 from unirag.rag.ask import NO_ANSWER, AskSettings, answer_hits, focused_hits, quote
-from unirag.rag.evidence import SCORERS, Evidence, Span, choose, passage_order, reading_order, score, select
+from unirag.rag.evidence import (SCORERS, Evidence, Span, choose, offer_order, passage_order, reading_order, score,
+                                 select)
 from unirag.rag.pipeline import Hit
 from unirag.rag.sentences import split_units, word_count
 
@@ -397,6 +398,24 @@ def test_a_unit_that_points_back_is_quoted_with_the_sentence_before_it(tiny):
     assert all("stable" not in s.text for s in ev.spans[1:])  # not quoted twice
     alone = select(tiny, question, [hit], max_words=30, scorers=("lexical",), whole_thoughts=False).spans[0]
     assert alone.text.startswith("That means")
+
+
+# four units: the likelihood ranks b first, the embedding a, the answer score a then d; the
+# fusion ranks a, b, c, d
+TURNS = {"likelihood": [1.0, 4.0, 3.0, 2.0], "embedding": [4.0, 3.0, 2.0, 1.0], "answer": [4.0, 1.0, 2.0, 3.0]}
+
+
+@pytest.mark.parametrize("scorers, interleave, expected", [
+    (("likelihood", "embedding", "answer"), False, [0, 1, 2, 3]),  # the fusion's order
+    # the fusion's a, the likelihood's b, the answer's best not yet offered (d), the fusion's c
+    (("likelihood", "embedding", "answer"), True, [0, 1, 3, 2]),
+    # no answer scorer: the fusion (b, a, c, d) and the likelihood (b, c, d, a) take turns
+    (("likelihood", "embedding"), True, [1, 2, 0, 3]),
+    (("embedding",), True, [0, 1, 2, 3]),              # no leading scorer chosen: the fusion's order
+])
+def test_units_are_offered_in_turns_by_the_fusion_and_each_leading_scorer(scorers, interleave, expected):
+    order = offer_order(TURNS, scorers, interleave)
+    assert order == expected and sorted(order) == [0, 1, 2, 3]
 
 
 NEG = float("-inf")

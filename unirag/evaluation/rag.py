@@ -142,7 +142,8 @@ def aggregate(per_question: Sequence[Mapping[str, Any]], latencies_s: Sequence[f
 SWITCHES = {"noabstain": {"abstain_below": None, "abstain_answer_below": None},
             "noanswergain": {"abstain_answer_below": None}, "norepeat": {"no_repeat_ngram": 4},
             "penalty": {"repetition_penalty": 1.2}, "units": {"whole_thoughts": False},
-            "scoreorder": {"reading_order": False}, "retrievalorder": {"passage_order": False}}
+            "scoreorder": {"reading_order": False}, "retrievalorder": {"passage_order": False},
+            "fusedorder": {"interleave": False}}
 
 
 def answer_variants(names: str | Sequence[str]) -> dict[str, Any]:
@@ -153,8 +154,10 @@ def answer_variants(names: str | Sequence[str]) -> dict[str, Any]:
     alone (not on the best unit's answer score), "@norepeat" bans repeated 4-grams of
     generated tokens, "@penalty" applies a repetition penalty of 1.2 and "@units" quotes units as
     cut (no "...:" unit completed, sentence tails at chunk starts kept), "@scoreorder" shows
-    quotes best-scored first instead of in reading order and "@retrievalorder" shows the passages
-    in their retrieval order (no `evidence.passage_order`), so each lever is measured alone."""
+    quotes best-scored first instead of in reading order, "@retrievalorder" shows the passages
+    in their retrieval order (no `evidence.passage_order`) and "@fusedorder" offers units to the
+    word budget in the fusion's order alone (no `evidence.offer_order` turns), so each lever is
+    measured alone."""
     from dataclasses import replace
 
     from ..rag.ask import AskSettings
@@ -232,7 +235,7 @@ def run_rag_eval(model, collection, questions: Sequence[Question], top_k: int = 
         for label, settings in variants.items():
             settings = replace(settings, top_k=answer_top_k)
             key = (settings.scorers, settings.words, settings.focused, settings.max_new_tokens,
-                   settings.whole_thoughts, settings.passage_order)
+                   settings.whole_thoughts, settings.passage_order, settings.interleave)
             shown, evidence, reused_s = (selected.get(key, (top, None, 0.0)) if settings.needs_evidence
                                          else (top, None, 0.0))
             t0 = time.perf_counter() - reused_s  # a variant that reuses the selection is timed with it

@@ -70,6 +70,9 @@ class AskSettings:
     repetition_penalty: float = 1.0
     focused: bool = True           # generate from the evidence (True) or from the whole chunks
     whole_thoughts: bool = True    # quote "...:" units with what they introduce; skip cut sentence tails
+    # units offered to the word budget in turns: the fusion's best, then each leading scorer's own
+    # best (`evidence.offer_order`; False: the fusion's order alone)
+    interleave: bool = True
     reading_order: bool = True     # quotes by passage, then place in it (False: best-scored first)
     # the shown passages ordered by retrieval fused with their best unit's likelihood
     # (`evidence.passage_order`; False: the retrieval order)
@@ -239,7 +242,7 @@ def answer_hits(model, question: str, hits: Sequence[Hit], settings: AskSettings
     started = time.perf_counter()
     if evidence is None:
         evidence = (evidence_mod.select(model, question, hits, settings.words, settings.scorers,
-                                        settings.whole_thoughts)
+                                        settings.whole_thoughts, settings.interleave)
                     if hits and settings.needs_evidence else evidence_mod.Evidence([], float("-inf")))
         if settings.passage_order and len(evidence.passage_likelihood) == len(hits) > 1:
             order = evidence_mod.passage_order(evidence)

@@ -18,9 +18,10 @@ code lines: `sentences.py`) and each unit is scored against the question with th
   unit's own counted fully and its neighbours' at half weight;
 - "rank": the retrieval rank of the unit's chunk (a prior: the top chunk answers most often).
 
-The chosen scorers' rankings are fused by reciprocal rank (the fusion hybrid search uses), and
-units are taken best first until `max_words`, each counted with one word more for the "[n]" it
-will be quoted with; a unit ending in ":" is quoted with the unit it introduces, a sentence
+The chosen scorers' rankings are fused by reciprocal rank (the fusion hybrid search uses). Units
+are offered to the word budget in turns (`offer_order`): the fusion's best, then the best of
+each LEADERS scorer's own ranking not yet offered, then the fusion's next, and so on; each is
+taken while it fits `max_words`, counted with one word more for the "[n]" it will be quoted with; a unit ending in ":" is quoted with the unit it introduces, a sentence
 that opens the body of a definition with the term it defines (`term_of`), and such a term with
 that sentence. `relevance` is the best unit's query likelihood minus the question's likelihood
 after an empty passage: how much the evidence explains the question, comparable across
@@ -56,6 +57,11 @@ SCORERS = ("likelihood", "embedding", "draft", "answer", "lexical", "rank")
 DEFAULT_SCORERS = ("likelihood", "embedding", "answer")
 DRAFT_SYSTEM = "Answer the question in one short sentence, using only the passages."
 DRAFT_TOKENS = 24  # its first sentence: what the similarity needs
+# the scorers whose own best unit is offered right after the fusion's best (`offer_order`), in
+# this order: the two generative judges. Chosen on all five question sets of docs/RESULTS.md
+# ("Answers"): the embedding's pick as a third changed no answer (it rarely fits the budget)
+# and offered before the answer's pick, fewer were right
+LEADERS = ("likelihood", "answer")
 FUSION_K = 10  # reciprocal-rank constant: small, since a question has tens of units, not thousands
 MAX_WORDS = 54  # with one "[n]" per quoted span, an extractive answer stays within 60 words
 MAX_UNIT_TOKENS = 48  # a unit scored as an answer is cut to this many tokens
@@ -349,15 +355,44 @@ def fuse(scores: dict[str, list[float]], scorers: Sequence[str]) -> np.ndarray:
     return total
 
 
+def offer_order(scores: dict[str, list[float]], scorers: Sequence[str], interleave: bool = True) -> list[int]:
+    """The candidates in the order they are offered to the word budget: the fusion's ranking,
+    or, with `interleave`, that ranking and each chosen LEADERS scorer's own ranking taking turns
+    (round robin), each turn giving its best candidate not yet offered.
+
+    Why: the scorers disagree on which unit answers: none ranks the answering unit first for
+    more than a third of the questions, and their first choices differ (docs/RESULTS.md, "Where
+    the answers are lost"). The fusion's first few are the units every scorer ranks fairly
+    high; a budget of 3-4 quotes then leaves out a unit that one judge ranks first and another
+    ranks low. Offered in turns, each judge's first choice is quoted beside the fusion's."""
+    fused = fuse(scores, scorers)
+    rankings = [list(np.argsort(-fused, kind="stable"))]
+    if interleave:
+        rankings += [list(np.argsort(-np.asarray(scores[name]), kind="stable"))
+                     for name in LEADERS if name in scorers and name in scores]
+    order: list[int] = []
+    offered: set[int] = set()
+    nexts = [iter(ranking) for ranking in rankings]
+    while len(order) < len(fused):
+        for ranking in nexts:
+            i = next((int(i) for i in ranking if i not in offered), None)  # its best not yet offered
+            if i is not None:
+                offered.add(i)
+                order.append(i)
+    return order
+
+
 def select(model, question: str, hits: Sequence, max_words: int = MAX_WORDS,
-           scorers: Sequence[str] = DEFAULT_SCORERS, whole_thoughts: bool = True) -> Evidence:
+           scorers: Sequence[str] = DEFAULT_SCORERS, whole_thoughts: bool = True,
+           interleave: bool = True) -> Evidence:
     """The best units, best first, until `max_words` (each unit counts one word more, for its
     "[n]"); the first is always kept. With `whole_thoughts`, a unit ending in ":" is quoted with
     the unit it introduces, a definition's first sentence with its term and a term with its
     definition's first sentence, a unit that points back ("That means ...") with the sentence
-    before it, and sentence tails at a chunk's start are no candidates."""
+    before it, and sentence tails at a chunk's start are no candidates. `interleave`: units are
+    offered in `offer_order`'s turns (False: the fusion's order alone)."""
     cands, scores, null = score(model, question, hits, scorers, whole_thoughts)
-    return choose(hits, cands, scores, null, max_words, scorers, whole_thoughts)
+    return choose(hits, cands, scores, null, max_words, scorers, whole_thoughts, interleave)
 
 
 def reading_order(spans: Sequence[Span]) -> list[Span]:
@@ -372,14 +407,14 @@ def reading_order(spans: Sequence[Span]) -> list[Span]:
 
 def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[float]], null: float,
            max_words: int = MAX_WORDS, scorers: Sequence[str] = DEFAULT_SCORERS,
-           whole_thoughts: bool = True) -> Evidence:
+           whole_thoughts: bool = True, interleave: bool = True) -> Evidence:
     """`select`'s choice from units already scored (`score`'s output)."""
     if not cands:
         return Evidence([], float("-inf"), passage_likelihood=(float("-inf"),) * len(hits))
     fused = fuse(scores, scorers)
     spans, words = [], 0
     covered: set[tuple[int, int]] = set()  # (hit, start) of units already inside a chosen span
-    for i in np.argsort(-fused, kind="stable"):
+    for i in offer_order(scores, scorers, interleave):
         c = cands[i]
         if (c.hit, c.unit.start) in covered:
             continue
