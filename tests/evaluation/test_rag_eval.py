@@ -135,6 +135,8 @@ def test_answer_variants_parse_names_scorers_and_abstention():
         "extractive@retrievalorder"].passage_order
     assert variants["default"].interleave and not rag_eval.answer_variants("extractive@fusedorder")[
         "extractive@fusedorder"].interleave
+    assert variants["default"].lead_quote and not rag_eval.answer_variants("extractive@nolead")[
+        "extractive@nolead"].lead_quote
     with pytest.raises(UniragError, match="unknown answer variant"):
         rag_eval.answer_variants("poem")
     with pytest.raises(UniragError, match="unknown evidence scorer"):

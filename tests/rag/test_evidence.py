@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from unirag.errors import UniragError
@@ -120,16 +122,20 @@ def test_answer_modes(tiny, mode):
     assert ("In short:" in text) == (mode == "both")
 
 
-def test_quotes_are_shown_in_reading_order_unless_asked_best_first(tiny):
+def test_quotes_are_shown_in_reading_order_led_by_the_best_explaining_one_unless_asked_otherwise(tiny):
     chunks = hits()
-    def span(hit, start, end, score):
-        return Span(hit, start, end, chunks[hit].text[start:end], score)
-    best_first = [span(1, 0, 20, 0.9), span(0, 20, 40, 0.8), span(0, 0, 15, 0.7)]
+    def span(hit, start, end, score, likelihood):
+        return Span(hit, start, end, chunks[hit].text[start:end], score, likelihood)
+    # best first by the fused score; the second explains the question best (highest likelihood)
+    best_first = [span(1, 0, 20, 0.9, -3.0), span(0, 20, 40, 0.8, -1.0), span(0, 0, 15, 0.7, -2.0)]
     evidence = Evidence(best_first, relevance=0.0)
-    assert reading_order(best_first) == [best_first[2], best_first[1], best_first[0]]
-    for order, expected in ((True, reading_order(best_first)), (False, best_first)):
-        result = answer_hits(tiny, "How does a loop return a value?", chunks,
-                             AskSettings(abstain_below=None, reading_order=order), evidence=evidence)
+    assert reading_order(best_first, lead=False) == [best_first[2], best_first[1], best_first[0]]
+    assert reading_order(best_first) == [best_first[1], best_first[2], best_first[0]]
+    for settings, expected in ((AskSettings(), reading_order(best_first)),
+                               (AskSettings(lead_quote=False), reading_order(best_first, lead=False)),
+                               (AskSettings(reading_order=False), best_first)):
+        result = answer_hits(tiny, "How does a loop return a value?", chunks, replace(settings, abstain_below=None),
+                             evidence=evidence)
         assert result.read() == "\n".join(quote(s) for s in expected)
         assert result.evidence.spans == best_first  # the evidence itself stays best first
 

@@ -74,6 +74,7 @@ class AskSettings:
     # best (`evidence.offer_order`; False: the fusion's order alone)
     interleave: bool = True
     reading_order: bool = True     # quotes by passage, then place in it (False: best-scored first)
+    lead_quote: bool = True        # in reading order, the quote that best explains the question first
     # the shown passages ordered by retrieval fused with their best unit's likelihood
     # (`evidence.passage_order`; False: the retrieval order)
     passage_order: bool = True
@@ -219,7 +220,7 @@ def _pieces(model, question: str, hits: list[Hit], ev: evidence_mod.Evidence, ab
             yield f" {CLOSEST} {quote(ev.spans[0])}"
         return
     if settings.answer in ("extractive", "both"):
-        spans = evidence_mod.reading_order(ev.spans) if settings.reading_order else ev.spans
+        spans = evidence_mod.reading_order(ev.spans, settings.lead_quote) if settings.reading_order else ev.spans
         for i, span in enumerate(spans):  # one quote per line, streamed one by one
             yield ("\n" if i else "") + quote(span)
     if settings.answer in ("generated", "both"):
