@@ -155,7 +155,7 @@ def answer_variants(names: str | Sequence[str]) -> dict[str, Any]:
     generated tokens, "@penalty" applies a repetition penalty of 1.2 and "@units" quotes units as
     cut (no "...:" unit completed, sentence tails at chunk starts kept), "@scoreorder" shows
     quotes best-scored first instead of in reading order, "@retrievalorder" shows the passages
-    in their retrieval order (no `evidence.passage_order`) and "@fusedorder" offers units to the
+    in their retrieval order (no `evidence.passage_order`), "@fusedorder" offers units to the
     word budget in the fusion's order alone (no `evidence.offer_order` turns) and "@nolead" shows
     the quotes in reading order without the best-explaining one first, so each lever is measured
     alone."""

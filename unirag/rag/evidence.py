@@ -21,11 +21,12 @@ code lines: `sentences.py`) and each unit is scored against the question with th
 The chosen scorers' rankings are fused by reciprocal rank (the fusion hybrid search uses). Units
 are offered to the word budget in turns (`offer_order`): the fusion's best, then the best of
 each LEADERS scorer's own ranking not yet offered, then the fusion's next, and so on; each is
-taken while it fits `max_words`, counted with one word more for the "[n]" it will be quoted with; a unit ending in ":" is quoted with the unit it introduces, a sentence
-that opens the body of a definition with the term it defines (`term_of`), and such a term with
-that sentence. `relevance` is the best unit's query likelihood minus the question's likelihood
-after an empty passage: how much the evidence explains the question, comparable across
-questions, which is what abstention thresholds; `answer_gain`, the best unit's "answer" score, is
+taken while it fits `max_words`, counted with one word more for the "[n]" it will be quoted
+with; a unit ending in ":" is quoted with the unit it introduces, a sentence that opens the body
+of a definition with the term it defines (`term_of`), and such a term with that sentence.
+`relevance` is the best unit's query likelihood minus the question's likelihood after an empty
+passage: how much the evidence explains the question, comparable across questions, which is
+what abstention thresholds; `answer_gain`, the best unit's "answer" score, is
 abstention's second test: passages that explain the question's topic may still hold nothing the
 question makes likelier as its answer.
 
@@ -58,9 +59,9 @@ DEFAULT_SCORERS = ("likelihood", "embedding", "answer")
 DRAFT_SYSTEM = "Answer the question in one short sentence, using only the passages."
 DRAFT_TOKENS = 24  # its first sentence: what the similarity needs
 # the scorers whose own best unit is offered right after the fusion's best (`offer_order`), in
-# this order: the two generative judges. Chosen on all five question sets of docs/RESULTS.md
-# ("Answers"): the embedding's pick as a third changed no answer (it rarely fits the budget)
-# and offered before the answer's pick, fewer were right
+# this order: the two generative judges. Chosen on the dev sets and three sets for other manuals
+# (docs/RESULTS.md, "Answers"): the embedding's pick as a third gave the same counts (it rarely
+# still fits the budget), and offered before the answer's pick, fewer were right
 LEADERS = ("likelihood", "answer")
 FUSION_K = 10  # reciprocal-rank constant: small, since a question has tens of units, not thousands
 MAX_WORDS = 54  # with one "[n]" per quoted span, an extractive answer stays within 60 words
@@ -404,8 +405,8 @@ def reading_order(spans: Sequence[Span], lead: bool = True) -> list[Span]:
     already ranked the passages, and units read in their passage's order keep their context; on
     both dev sets the first quote held the keys more often this way than best-scored first. The
     likelihood is the scorer that ranks the answering unit first most often ("Where the answers
-    are lost"), and led by its best unit, the first quote held the keys for more answers on all
-    five question sets measured (docs/RESULTS.md, "Answers")."""
+    are lost"), and led by its best unit, the first quote held the keys for more answers on both
+    dev sets (docs/RESULTS.md, "Answers")."""
     ordered = sorted(spans, key=lambda s: (s.hit, s.start))
     if lead and ordered:
         first = max(spans, key=lambda s: s.likelihood)
