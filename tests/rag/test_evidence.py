@@ -144,6 +144,7 @@ def test_abstains_below_the_threshold_and_still_shows_the_closest_quote(tiny):
     result = answer_hits(tiny, "How does a loop return a value?", hits(), AskSettings(abstain_below=1e9, max_new_tokens=8))
     text = result.read()
     assert result.abstained and text.startswith(NO_ANSWER) and ("[1]" in text or "[2]" in text)
+    assert text.endswith(quote(reading_order(result.evidence.spans)[0]))  # the quote an answer would lead with
 
 
 @pytest.mark.parametrize("relevance, answer_gain, settings, abstains", [

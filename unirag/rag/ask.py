@@ -214,13 +214,13 @@ def _pieces(model, question: str, hits: list[Hit], ev: evidence_mod.Evidence, ab
     if not hits:
         yield NO_ANSWER + " (No passages were found: the collection is empty.)"
         return
+    spans = evidence_mod.reading_order(ev.spans, settings.lead_quote) if settings.reading_order else ev.spans
     if abstained:
         yield NO_ANSWER
-        if ev.spans:
-            yield f" {CLOSEST} {quote(ev.spans[0])}"
+        if spans:  # the quote an answer would have led with
+            yield f" {CLOSEST} {quote(spans[0])}"
         return
     if settings.answer in ("extractive", "both"):
-        spans = evidence_mod.reading_order(ev.spans, settings.lead_quote) if settings.reading_order else ev.spans
         for i, span in enumerate(spans):  # one quote per line, streamed one by one
             yield ("\n" if i else "") + quote(span)
     if settings.answer in ("generated", "both"):
