@@ -10,13 +10,15 @@ except the draft (which generates), and counts questions:
 - page, not passage: a right file is among the chunks shown but no chunk shown holds the keys
   (retrieval found the page and missed the passage); in brackets, how many of those had a chunk
   holding them among the rerank's candidates;
-- one unit: a single candidate unit holds every key; over these, recall@k per scorer and for
-  the default fusion: the first unit holding every key is among the k best by that ranking;
+- one unit: a single candidate unit holds every key; over these, recall@k per scorer, for the
+  default fusion and for the order `ask` offers units to the word budget in ("offered": the
+  fusion and its leading scorers in turns, `evidence.offer_order`): the first unit holding every
+  key is among the k best by that ranking;
 - the oracle: any one or two units that fit the word budget together hold every key (the most
   that choosing among these units could give);
 - selected: the default selection (what `ask` quotes) holds every key;
-- led by the top k: some unit among the default fusion's k best, quoted first with the rest of
-  the selection filled as `ask` fills it, makes the selection hold every key (k = 1 is the
+- led by the top k: some unit among the first k that `ask` offers, quoted first with the rest
+  of the selection filled as `ask` fills it, makes the selection hold every key (k = 1 is the
   selection itself). How far a second stage that only reorders the first few units could go.
 
 With --scoring-adapter, a second copy of the model (`none`: the base weights without the UniMAE
@@ -66,11 +68,10 @@ def oracle(texts: Sequence[str], words: Sequence[int], keys: Sequence[str], budg
                if words[i] + words[j] <= budget)
 
 
-def led_by(fused: Sequence[float], holds_keys, depth: int = max(LEADS)) -> int | None:
-    """1-based rank, among the `depth` best by `fused`, of the first unit whose leading the
+def led_by(order: Sequence[int], holds_keys, depth: int = max(LEADS)) -> int | None:
+    """1-based rank, among the first `depth` of `order`, of the first unit whose leading the
     selection makes `holds_keys(lead)` true; None if none does. `holds_keys(j)` selects with unit
-    j first (the others after it in their fused order) and tests the selection."""
-    order = sorted(range(len(fused)), key=lambda i: -fused[i])
+    j first (the others after it in `order`) and tests the selection."""
     for k, j in enumerate(order[:depth], 1):
         if holds_keys(j):
             return k
@@ -118,27 +119,29 @@ def main() -> None:
         scorer_models[f"scored with adapter {args.scoring_adapter}"] = UniModel.load(adapter=args.scoring_adapter)
     client = connect(args.db)
     settings = AskSettings()
-    names = (*SCORERS, "default")
+    names = (*SCORERS, "default", "offered")
 
     def measured(scorer, q, hits) -> dict:
         """What one model's scoring of the shown chunks' units gives: ranks, selection, leads."""
         cands, scores, null = evidence.score(scorer, q.question, hits, SCORERS)
         chosen = evidence.choose(hits, cands, scores, null, settings.words, settings.scorers)
-        fused = list(evidence.fuse(scores, settings.scorers)) if cands else []
-        scores["default"] = fused
+        scores["default"] = list(evidence.fuse(scores, settings.scorers)) if cands else []
+        offered = evidence.offer_order(scores, settings.scorers, settings.interleave) if cands else []
+        position = {i: r for r, i in enumerate(offered)}
+        scores["offered"] = [-float(position[i]) for i in range(len(cands))]  # higher is offered sooner
         texts = [c.text for c in cands]
         holding = [holds(t, q.keys) for t in texts]
 
         def led(j: int) -> bool:
-            lead = list(fused)
-            lead[j] = max(fused) + 1.0
+            lead = list(scores["offered"])
+            lead[j] = 1.0
             spans = evidence.choose(hits, cands, {**scores, "lead": lead}, null, settings.words, ("lead",)).spans
             return holds("\n".join(s.text for s in spans), q.keys)
 
         return {"one_unit": any(holding),
                 "oracle": oracle(texts, [word_count(t) + 1 for t in texts], q.keys, settings.words),
                 "selected": holds("\n".join(s.text for s in chosen.spans), q.keys),
-                "led": led_by(fused, led),
+                "led": led_by(offered, led),
                 "ranks": {n: first_holding_rank(scores[n], holding) for n in names}}
 
     results, table = {}, []

@@ -297,9 +297,9 @@ def test_evidence_recall_ranks_oracle_and_summary():
     assert recall.oracle(texts, [4, 4, 40], ["deque", "queues"], budget=10)
     assert recall.oracle(texts, [4, 4, 40], ["deque", "append"], budget=10)
     assert not recall.oracle(texts, [4, 4, 40], ["deque", "long"], budget=10)
-    # leading with the fused order's k-th unit: the first k (1-based) whose lead passes the test
-    assert recall.led_by([0.2, 0.9, 0.5], lambda j: j in (0, 2)) == 2
-    assert recall.led_by([0.2, 0.9, 0.5], lambda j: j == 0, depth=2) is None
+    # leading with the k-th unit `ask` offers: the first k (1-based) whose lead passes the test
+    assert recall.led_by([1, 2, 0], lambda j: j in (0, 2)) == 2
+    assert recall.led_by([1, 2, 0], lambda j: j == 0, depth=2) is None
     assert recall.led_by([], lambda j: True) is None
     seen = {"page": True, "in_pool": True}
     rows = [{**seen, "shown": True, "one_unit": True, "oracle": True, "selected": True, "led": 1,
