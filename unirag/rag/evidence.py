@@ -89,7 +89,8 @@ class Span:
 
 @dataclass(frozen=True)
 class Evidence:
-    """The selected spans, best first, and how strongly the best one explains the question."""
+    """The selected spans, in the order they were taken (`offer_order`), and how strongly the best
+    one explains the question."""
 
     spans: list[Span]
     relevance: float  # best unit's likelihood minus the question's likelihood after an empty passage
@@ -386,12 +387,12 @@ def offer_order(scores: dict[str, list[float]], scorers: Sequence[str], interlea
 def select(model, question: str, hits: Sequence, max_words: int = MAX_WORDS,
            scorers: Sequence[str] = DEFAULT_SCORERS, whole_thoughts: bool = True,
            interleave: bool = True) -> Evidence:
-    """The best units, best first, until `max_words` (each unit counts one word more, for its
-    "[n]"); the first is always kept. With `whole_thoughts`, a unit ending in ":" is quoted with
-    the unit it introduces, a definition's first sentence with its term and a term with its
-    definition's first sentence, a unit that points back ("That means ...") with the sentence
-    before it, and sentence tails at a chunk's start are no candidates. `interleave`: units are
-    offered in `offer_order`'s turns (False: the fusion's order alone)."""
+    """The best units, taken in `offer_order` while they fit `max_words` (each unit counts one
+    word more, for its "[n]"); the first is always kept. With `whole_thoughts`, a unit ending in
+    ":" is quoted with the unit it introduces, a definition's first sentence with its term and a
+    term with its definition's first sentence, a unit that points back ("That means ...") with
+    the sentence before it, and sentence tails at a chunk's start are no candidates.
+    `interleave`: units are offered in `offer_order`'s turns (False: the fusion's order alone)."""
     cands, scores, null = score(model, question, hits, scorers, whole_thoughts)
     return choose(hits, cands, scores, null, max_words, scorers, whole_thoughts, interleave)
 
