@@ -126,7 +126,8 @@ def main() -> None:
         cands, scores, null = evidence.score(scorer, q.question, hits, SCORERS)
         chosen = evidence.choose(hits, cands, scores, null, settings.words, settings.scorers)
         scores["default"] = list(evidence.fuse(scores, settings.scorers)) if cands else []
-        offered = evidence.offer_order(scores, settings.scorers, settings.interleave) if cands else []
+        offered = (evidence.offer_order(scores["default"], scores, settings.scorers, settings.interleave)
+                   if cands else [])
         position = {i: r for r, i in enumerate(offered)}
         scores["offered"] = [-float(position[i]) for i in range(len(cands))]  # higher is offered sooner
         texts = [c.text for c in cands]

@@ -8,8 +8,8 @@ import pytest
 
 from unirag.errors import UniragError
 from unirag.rag.ask import NO_ANSWER, AskSettings, answer_hits, focused_hits, quote
-from unirag.rag.evidence import (SCORERS, Evidence, Span, choose, offer_order, passage_order, reading_order, score,
-                                 select)
+from unirag.rag.evidence import (SCORERS, Evidence, Span, choose, fuse, offer_order, passage_order, reading_order,
+                                 score, select)
 from unirag.rag.pipeline import Hit
 from unirag.rag.sentences import split_units, word_count
 
@@ -421,7 +421,7 @@ TURNS = {"likelihood": [1.0, 4.0, 3.0, 2.0], "embedding": [4.0, 3.0, 2.0, 1.0], 
     (("embedding",), True, [0, 1, 2, 3]),              # no leading scorer chosen: the fusion's order
 ])
 def test_units_are_offered_in_turns_by_the_fusion_and_each_leading_scorer(scorers, interleave, expected):
-    order = offer_order(TURNS, scorers, interleave)
+    order = offer_order(fuse(TURNS, scorers), TURNS, scorers, interleave)
     assert order == expected and sorted(order) == [0, 1, 2, 3]
 
 

@@ -177,26 +177,20 @@ def chunk_text(text: str, tokenizer, settings: ChunkSettings = ChunkSettings(), 
 
 def _fenced(body: str, blocks: list[CodeBlock], start: int, end: int, n_tokens: int,
             tokenizer) -> tuple[str, int]:
-    """body[start:end] with its code blocks (`blocks`, body's) whole: a piece that begins inside a code block starts
-    with the block's opening fence line, and one that ends inside a block ends with a closing
-    fence; the token count includes them.
+    """body[start:end] with its code blocks (`blocks`, body's) whole: a piece that begins inside a
+    code block starts with the block's opening fence line, and one that ends inside a block ends
+    with a closing fence; the token count includes them.
 
     Why: a cut inside a listing leaves one chunk with an opening fence and no close, the next with
     a close and no opening; read alone, either one's prose can pass for code and its code for
     prose (what `sentences.split_units` quotes, what a Markdown viewer shows)."""
-    piece = body[start:end]
     before, after = block_at(blocks, start), block_at(blocks, end)
-    added = ""
-    if before is not None:  # (a piece that starts on the block's closing fence holds an empty block)
-        piece = f"{before.opening}\n{piece}"
-        added += before.opening + "\n"
-    if after is not None:
-        close = FENCE.match(after.opening).group(1)
-        piece = f"{piece}\n{close}"
-        added += "\n" + close
-    if added:
-        n_tokens += len(_token_offsets(added, tokenizer))
-    return piece, n_tokens
+    # (a piece that starts on the block's closing fence holds an empty block)
+    head = f"{before.opening}\n" if before is not None else ""
+    tail = f"\n{FENCE.match(after.opening).group(1)}" if after is not None else ""
+    if head or tail:
+        n_tokens += len(_token_offsets(head + tail, tokenizer))
+    return head + body[start:end] + tail, n_tokens
 
 
 def embed_text(chunk: Chunk, title: str, settings: ChunkSettings) -> str:

@@ -357,18 +357,19 @@ def fuse(scores: dict[str, list[float]], scorers: Sequence[str]) -> np.ndarray:
     return total
 
 
-def offer_order(scores: dict[str, list[float]], scorers: Sequence[str], interleave: bool = True) -> list[int]:
-    """The candidates in the order they are offered to the word budget: the fusion's ranking,
-    or, with `interleave`, that ranking and each chosen LEADERS scorer's own ranking taking turns
-    (round robin), each turn giving its best candidate not yet offered.
+def offer_order(fused: Sequence[float], scores: dict[str, list[float]], scorers: Sequence[str],
+                interleave: bool = True) -> list[int]:
+    """The candidates in the order they are offered to the word budget: the ranking by `fused`
+    (`fuse`'s output for `scores`), or, with `interleave`, that ranking and each chosen LEADERS
+    scorer's own ranking taking turns (round robin), each turn giving its best candidate not yet
+    offered.
 
     Why: the scorers disagree on which unit answers: none ranks the answering unit first for
     more than a third of the questions, and their first choices differ (docs/RESULTS.md, "Where
     the answers are lost"). The fusion's first few are the units every scorer ranks fairly
     high; a budget of 3-4 quotes then leaves out a unit that one judge ranks first and another
     ranks low. Offered in turns, each judge's first choice is quoted beside the fusion's."""
-    fused = fuse(scores, scorers)
-    rankings = [list(np.argsort(-fused, kind="stable"))]
+    rankings = [list(np.argsort(-np.asarray(fused), kind="stable"))]
     if interleave:
         rankings += [list(np.argsort(-np.asarray(scores[name]), kind="stable"))
                      for name in LEADERS if name in scorers and name in scores]
@@ -424,7 +425,7 @@ def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[f
     fused = fuse(scores, scorers)
     spans, words = [], 0
     covered: set[tuple[int, int]] = set()  # (hit, start) of units already inside a chosen span
-    for i in offer_order(scores, scorers, interleave):
+    for i in offer_order(fused, scores, scorers, interleave):
         c = cands[i]
         if (c.hit, c.unit.start) in covered:
             continue
