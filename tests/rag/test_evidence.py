@@ -366,6 +366,26 @@ def test_a_definitions_first_sentence_is_quoted_with_its_term(tiny):
     assert units[0].text.startswith("On Unix")  # units quoted as cut: the sentence alone
 
 
+def test_a_definitions_first_sentence_is_not_quoted_without_its_term():
+    from unirag.rag.evidence import candidates
+
+    text = ("Many config files give paths that start with a tilde.\n\nos.path.expanduser(path)\n\n"
+            "On Unix, return the argument with ~ replaced.")
+    hit = Hit("a", 1.0, text, "os.path.html", "os.path")
+    cands = candidates([hit])
+    by_text = {c.text: i for i, c in enumerate(cands)}
+    likelihood = [0.0] * len(cands)
+    likelihood[by_text["Many config files give paths that start with a tilde."]] = 3.0
+    likelihood[by_text["On Unix, return the argument with ~ replaced."]] = 2.0  # offered second
+    ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, 20, ("likelihood",), interleave=False)
+    # the sentence and its term do not both fit after the first quote: the sentence, which alone
+    # never says what it is about, is left out; the term, offered after it, still fits
+    assert [s.text for s in ev.spans] == ["Many config files give paths that start with a tilde.",
+                                         "os.path.expanduser(path)"]
+    roomy = choose([hit], cands, {"likelihood": likelihood}, 0.0, 26, ("likelihood",), interleave=False)
+    assert roomy.spans[1].text.startswith("os.path.expanduser(path)\n\nOn Unix")
+
+
 def test_a_term_is_quoted_with_the_definition_it_heads(tiny):
     text = "`--log-level`\n\nSet how many messages are printed.\n\n`--debug-output`\n\nShow the call stack."
     hit = Hit("a", 1.0, text, "cmake.1.rst", "Options")

@@ -23,7 +23,8 @@ are offered to the word budget in turns (`offer_order`): the fusion's best, then
 each LEADERS scorer's own ranking not yet offered, then the fusion's next, and so on; each is
 taken while it fits `max_words`, counted with one word more for the "[n]" it will be quoted
 with; a unit ending in ":" is quoted with the unit it introduces, a sentence that opens the body
-of a definition with the term it defines (`term_of`), and such a term with that sentence.
+of a definition with the term it defines (`term_of`) or not at all, and such a term with that
+sentence where it fits (alone, it still names what to use).
 `relevance` is the best unit's query likelihood minus the question's likelihood after an empty
 passage: how much the evidence explains the question, comparable across questions, which is
 what abstention thresholds; `answer_gain`, the best unit's "answer" score, is
@@ -390,9 +391,10 @@ def select(model, question: str, hits: Sequence, max_words: int = MAX_WORDS,
            interleave: bool = True) -> Evidence:
     """The best units, taken in `offer_order` while they fit `max_words` (each unit counts one
     word more, for its "[n]"); the first is always kept. With `whole_thoughts`, a unit ending in
-    ":" is quoted with the unit it introduces, a definition's first sentence with its term and a
-    term with its definition's first sentence, a unit that points back ("That means ...") with
-    the sentence before it, and sentence tails at a chunk's start are no candidates.
+    ":" is quoted with the unit it introduces, a definition's first sentence with its term (or
+    not at all) and a term with its definition's first sentence where that fits, a unit that
+    points back ("That means ...") with the sentence before it, and sentence tails at a chunk's
+    start are no candidates.
     `interleave`: units are offered in `offer_order`'s turns (False: the fusion's order alone)."""
     cands, scores, null = score(model, question, hits, scorers, whole_thoughts)
     return choose(hits, cands, scores, null, max_words, scorers, whole_thoughts, interleave)
@@ -431,9 +433,11 @@ def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[f
             continue
         start, end, first, last = c.unit.start, c.unit.end, c.unit, c.unit
         # a definition's first sentence is quoted with the term it defines (and the dash that
-        # sets the term off), when that fits
-        if (whole_thoughts and c.term is not None and (c.hit, c.term.start) not in covered
-                and (word_count(hits[c.hit].text[c.term.start:end]) + 2 + words <= max_words or not spans)):
+        # sets the term off); where the two do not fit, it is not quoted: alone it never says
+        # what it is about ("Return the argument with ~ replaced ...")
+        if whole_thoughts and c.term is not None and (c.hit, c.term.start) not in covered:
+            if word_count(hits[c.hit].text[c.term.start:end]) + 2 + words > max_words and spans:
+                continue
             start, first = c.term.start, c.term
         # a unit that points back is quoted with the sentence it points to, when that fits
         elif (whole_thoughts and c.previous is not None and points_back(c.text)
