@@ -1,6 +1,6 @@
 """rag/loops.py: an answer stops where it starts repeating itself, and nothing else changes."""
 
-from unirag.rag.loops import until_repeat
+from unirag.rag.loops import first_sentence, until_repeat
 
 
 def chars(text: str, size: int = 3) -> list[str]:
@@ -62,3 +62,39 @@ def test_text_with_few_spaces_still_streams():
     text = "x" * 500
     out = list(until_repeat(chars(text, 10)))
     assert "".join(out) == text and len(out) > 10
+
+
+FIRST_SENTENCE_CASES = [
+    # (generated text, what the answer keeps)
+    ("The answer is:\n\nShadowing reuses a name with `let` [1]. It also hides the old value [2].",
+     "Shadowing reuses a name with `let` [1]."),
+    ("Use `break` with a value, e.g. `break 5;`, to return it. More.",
+     "Use `break` with a value, e.g. `break 5;`, to return it."),
+    ("The value is 3.14 in Python. Next.", "The value is 3.14 in Python."),
+    ("J. R. R. Tolkien wrote it. More.", "J. R. R. Tolkien wrote it."),
+    ("Yes.", "Yes."),
+    ("  \n\nWords with no end", "Words with no end"),
+    ("First paragraph without a mark\n\nSecond paragraph.", "First paragraph without a mark"),
+    ("Run it like this:\n```sh\ncargo run\n```\nThen more.", "```sh\ncargo run\n```"),
+    ("Text before code ```x()``` after.", "Text before code"),
+    ("The answer is:", "The answer is:"),  # nothing follows the announcing line: it stays
+    ("", ""),
+]
+
+
+def test_first_sentence_keeps_the_first_sentence_after_an_announcing_line_in_any_pieces():
+    for text, kept in FIRST_SENTENCE_CASES:
+        for size in (1, 3, 7, len(text) or 1):
+            assert "".join(first_sentence(chars(text, size))) == kept, (text, size)
+
+
+def test_first_sentence_stops_reading_the_stream_at_the_sentence_end():
+    pulled = []
+
+    def source():
+        for piece in ["One sentence", " here.", " Then", " more", " and more."]:
+            pulled.append(piece)
+            yield piece
+
+    assert "".join(first_sentence(source())) == "One sentence here."
+    assert pulled == ["One sentence", " here.", " Then"]  # generation stops once the end shows

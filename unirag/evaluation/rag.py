@@ -143,7 +143,8 @@ SWITCHES = {"noabstain": {"abstain_below": None, "abstain_answer_below": None},
             "noanswergain": {"abstain_answer_below": None}, "norepeat": {"no_repeat_ngram": 4},
             "penalty": {"repetition_penalty": 1.2}, "units": {"whole_thoughts": False},
             "scoreorder": {"reading_order": False}, "retrievalorder": {"passage_order": False},
-            "fusedorder": {"interleave": False}, "nolead": {"lead_quote": False}}
+            "fusedorder": {"interleave": False}, "nolead": {"lead_quote": False},
+            "sentences": {"one_sentence": False}}
 
 
 def answer_variants(names: str | Sequence[str]) -> dict[str, Any]:
@@ -156,9 +157,9 @@ def answer_variants(names: str | Sequence[str]) -> dict[str, Any]:
     cut (no "...:" unit completed, sentence tails at chunk starts kept), "@scoreorder" shows
     quotes best-scored first instead of in reading order, "@retrievalorder" shows the passages
     in their retrieval order (no `evidence.passage_order`), "@fusedorder" offers units to the
-    word budget in the fusion's order alone (no `evidence.offer_order` turns) and "@nolead" shows
-    the quotes in reading order without the best-explaining one first, so each lever is measured
-    alone."""
+    word budget in the fusion's order alone (no `evidence.offer_order` turns), "@nolead" shows
+    the quotes in reading order without the best-explaining one first and "@sentences" lets a
+    generated answer go on past its first sentence, so each lever is measured alone."""
     from dataclasses import replace
 
     from ..rag.ask import AskSettings

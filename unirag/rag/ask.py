@@ -9,8 +9,8 @@ An answer has up to two parts, chosen by `AskSettings.answer`:
 - "extractive": the best evidence sentences (`evidence.py`), quoted with their `[n]`. Always
   grounded: every word comes from a cited passage.
 - "generated": the model writes a short answer from the evidence (a focused context: the chosen
-  sentences with their neighbours, not whole chunks), ending where it starts repeating itself
-  and with `[n]` added to uncited sentences (`pipeline.answer`).
+  sentences with their neighbours, not whole chunks), ending after its first sentence or where
+  it starts repeating itself, with `[n]` added to an uncited sentence (`pipeline.answer`).
 - "both": the quotes first, then the generated sentence after "In short:".
 When the evidence explains the question too weakly (`relevance` under `abstain_below`), or when no
 unit of it reads as an answer to the question (`answer_gain` under `abstain_answer_below`), the
@@ -69,6 +69,9 @@ class AskSettings:
     no_repeat_ngram: int = 0       # generated tokens only (decoding.py)
     repetition_penalty: float = 1.0
     focused: bool = True           # generate from the evidence (True) or from the whole chunks
+    # a focused answer ends after its first sentence, the one sentence ANSWER_SYSTEM asks for
+    # (`loops.first_sentence`): the model goes on past it, away from the evidence and into loops
+    one_sentence: bool = True
     whole_thoughts: bool = True    # quote "...:" units with what they introduce; skip cut sentence tails
     # units offered to the word budget in turns: the fusion's best, then each leading scorer's own
     # best (`evidence.offer_order`; False: the fusion's order alone)
@@ -206,7 +209,8 @@ def _generated(model, question: str, hits: list[Hit], spans, history, settings: 
     return answer(model, question, shown, history, max_new_tokens=settings.max_new_tokens,
                   temperature=settings.temperature, stream=True,
                   system=ANSWER_SYSTEM if settings.focused else None, on_loop=on_loop,
-                  repetition=RepetitionControl(settings.no_repeat_ngram, settings.repetition_penalty))
+                  repetition=RepetitionControl(settings.no_repeat_ngram, settings.repetition_penalty),
+                  one_sentence=settings.focused and settings.one_sentence)
 
 
 def _pieces(model, question: str, hits: list[Hit], ev: evidence_mod.Evidence, abstained: bool,

@@ -21,7 +21,7 @@ from ..errors import UniragError
 from . import lexical, store
 from .attribution import cite_stream
 from .expand import EXPANSIONS, expand_query
-from .loops import until_repeat
+from .loops import first_sentence, until_repeat
 
 SYSTEM_PROMPT = (
     "Answer using only the numbered context passages. Cite them by number, like [1]. "
@@ -223,7 +223,8 @@ def answer(model, question: str, hits: Sequence[Hit], history: Sequence[Turn] = 
            max_new_tokens: int = 256, temperature: float = 0.0, stream: bool = True,
            attribute: bool = True,
            stop_repeats: bool = True, system: str | None = None,
-           on_loop: Callable[[], None] | None = None, repetition=None) -> Iterator[str] | str:
+           on_loop: Callable[[], None] | None = None, repetition=None,
+           one_sentence: bool = False) -> Iterator[str] | str:
     """Generate a grounded answer; with stream=True an iterator of text pieces.
 
     Pass hits and history as `fit()` returns them (the ask flow does): then the prompt fits the
@@ -232,11 +233,15 @@ def answer(model, question: str, hits: Sequence[Hit], history: Sequence[Turn] = 
     shares the most words with (`attribution.py`): unirag's attribution, not the model's.
     With `stop_repeats`, the answer ends where it starts repeating a run of words (`loops.py`),
     and `on_loop` (if given) is called when that happens. `repetition` (a
-    `decoding.RepetitionControl`) bans or penalises repeats of generated tokens.
+    `decoding.RepetitionControl`) bans or penalises repeats of generated tokens. With
+    `one_sentence`, it ends after its first sentence, a first line that only announces it ("The
+    answer is:") left out (`loops.first_sentence`).
     """
     messages = build_prompt(question, hits, history, system)
     pieces = model.generate(messages, max_new_tokens=max_new_tokens, temperature=temperature, stream=True,
                             repetition=repetition)
+    if one_sentence:
+        pieces = first_sentence(pieces)
     if stop_repeats:
         pieces = until_repeat(pieces, on_stop=on_loop)
     if attribute and hits:
