@@ -1,15 +1,15 @@
 """Where a generated answer ends: where it starts repeating itself (`until_repeat`), or, when
 one short sentence was asked for, after its first sentence (`first_sentence`).
 
-Why `until_repeat`: greedy decoding with a small model falls into loops ("The example you provided is a classic
-example of a loop [1]." over and over, or "defined by a pattern that is defined by a pattern
-..."), and then spends the rest of max_new_tokens on them. An answer never needs the same run of
-`n` words twice, so the stream ends at the start of the first repeated run. To drop that run
-without having shown it, words are held back only while they repeat words seen earlier (the
-longest such trailing run), and an unfinished last word until it ends, at most `max_hold`
-characters in all: new text streams at once. Closing the stream early also stops generation,
-so a loop costs no more decode time. A loop without spaces (`.to_string().to_string()...`) is
-one growing word and is not caught.
+Why `until_repeat`: greedy decoding with a small model falls into loops ("The example you
+provided is a classic example of a loop [1]." over and over, or "defined by a pattern that is
+defined by a pattern ..."), and then spends the rest of max_new_tokens on them. An answer never
+needs the same run of `n` words twice, so the stream ends at the start of the first repeated
+run. To drop that run without having shown it, words are held back only while they repeat words
+seen earlier (the longest such trailing run), and an unfinished last word until it ends, at most
+`max_hold` characters in all: new text streams at once. Closing the stream early also stops
+generation, so a loop costs no more decode time. A loop without spaces
+(`.to_string().to_string()...`) is one growing word and is not caught.
 
 Why `first_sentence`: asked for one short sentence, the 135M model opens with "The answer is:"
 on a line of its own, writes its sentence, then goes on: more sentences that drift from the
@@ -64,7 +64,6 @@ def until_repeat(pieces: Iterable[str], n: int = REPEAT_WORDS, max_hold: int = M
             shown = safe
     if len(text) > shown:
         yield text[shown:]
-
 
 
 # a first line that only announces what follows ("The answer is:", "Here is the answer to your
