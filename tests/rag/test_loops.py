@@ -1,4 +1,5 @@
-"""rag/loops.py: an answer stops where it starts repeating itself, and nothing else changes."""
+"""rag/loops.py: an answer stops where it starts repeating itself, or after its first sentence
+when one was asked for; nothing else changes."""
 
 from unirag.rag.loops import first_sentence, until_repeat
 
