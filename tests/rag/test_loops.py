@@ -72,7 +72,7 @@ FIRST_SENTENCE_CASES = [
     ("Use `break` with a value, e.g. `break 5;`, to return it. More.",
      "Use `break` with a value, e.g. `break 5;`, to return it."),
     ("The value is 3.14 in Python. Next.", "The value is 3.14 in Python."),
-    ("J. R. R. Tolkien wrote it. More.", "J. R. R. Tolkien wrote it."),
+    ("Titles (Mr. and Dr., etc.) stay whole. More.", "Titles (Mr. and Dr., etc.) stay whole."),
     ("Yes.", "Yes."),
     ("  \n\nWords with no end", "Words with no end"),
     ("First paragraph without a mark\n\nSecond paragraph.", "First paragraph without a mark"),

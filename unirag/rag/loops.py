@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Iterator
+from itertools import chain
 
-from .attribution import SENTENCE_END
+from .attribution import ABBREVIATION, FENCE, HOLD, SENTENCE_END
 
 WORD = re.compile(r"\S+")
 REPEAT_WORDS = 10
@@ -70,20 +71,19 @@ def until_repeat(pieces: Iterable[str], n: int = REPEAT_WORDS, max_hold: int = M
 # question:"): a few words ending in ":", with no sentence end before it
 _ANNOUNCING_LINE = re.compile(r"^\s*[^\n.!?:]{0,60}:[ \t]*\n")
 _DECIDED = re.compile(r"[.!?]\s|:[ \t]*[^\s]")  # a first line with these announces nothing
-_ABBREVIATION = re.compile(r"(?:\b(?:e\.g|i\.e|etc|vs|cf)|\b[A-Z])\.+$")  # "e.g." or "J." ends no sentence
-FENCE = "```"
 DECIDE_CHARS = 80  # a first line longer than this announces nothing
 
 
 def first_sentence(pieces: Iterable[str]) -> Iterator[str]:
-    """Pass `pieces` through up to the end of the first sentence (`attribution.SENTENCE_END`; an
-    abbreviation's period ends none), without a first line that only announces the answer ("The
-    answer is:") or the white space after it; then end. Text before a code block ends the
-    sentence there; an answer that opens with a code block ends after the block. Held back: the
-    first line until it shows whether it announces, then only trailing sentence marks, white
-    space and backticks, whose meaning the next piece decides."""
+    """Pass `pieces` through up to the end of the first sentence (`attribution.SENTENCE_END`;
+    an abbreviation's period, `attribution.ABBREVIATION`, ends none), without a first line that
+    only announces the answer ("The answer is:") or the white space after it; then end. Text
+    before a code block ends the sentence there; an answer that opens with a code block ends
+    after the block. Held back: the first line until it shows whether it announces, then only
+    trailing sentence marks, white space and backticks (`attribution.HOLD`), whose meaning the
+    next piece decides."""
     text, shown, start = "", 0, None
-    for piece in _pieces_then_end(pieces):
+    for piece in chain(pieces, [None]):  # None: the stream has ended
         final = piece is None
         text += piece or ""
         if start is None:
@@ -107,11 +107,6 @@ def _may_announce(text: str) -> bool:
     return "\n" not in line and len(text) < DECIDE_CHARS and not _DECIDED.search(line)
 
 
-def _pieces_then_end(pieces: Iterable[str]) -> Iterator[str | None]:
-    yield from pieces
-    yield None
-
-
 def _first_end(text: str, lead: int, final: bool) -> tuple[int, bool]:
     """(how far `text` is decided, whether the first sentence ends there) for an answer whose
     text begins at `lead`; `final`: nothing more will come."""
@@ -125,11 +120,11 @@ def _first_end(text: str, lead: int, final: bool) -> tuple[int, bool]:
         if 0 <= fence < match.start():
             break
         marks = match.group(0)[0] in ".!?"
-        if marks and _ABBREVIATION.search(text[lead:match.end()]):
+        if marks and ABBREVIATION.search(text[lead:match.end()]):
             continue
         return (match.end() if marks else match.start()), True
     if fence >= 0:
         return len(text[:fence].rstrip()), True
     if final:
         return len(text.rstrip()), True
-    return max(len(text.rstrip("`.!? \t\n")), lead), False
+    return max(len(text.rstrip(HOLD)), lead), False

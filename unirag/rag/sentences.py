@@ -17,13 +17,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .attribution import ABBREVIATION
 from .chunking import FENCE as _FENCE
 
 MAX_WORDS = 40
 _HEADING = re.compile(r"^ {0,3}#{1,6}\s")
 LIST_ITEM = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+")
 _SENTENCE_END = re.compile(r"[.!?]+[\"')\]]*(?=\s)")
-_ABBREVIATION = re.compile(r"(?:\b(?:e\.g|i\.e|eg|ie|etc|vs|cf|Mr|Dr|No|approx)|\.\.)\.?$", re.IGNORECASE)
 _WORD = re.compile(r"\S+")
 
 
@@ -50,7 +50,7 @@ def _prose_units(text: str, start: int, end: int) -> list[Unit]:
     """Sentences of text[start:end] (a paragraph or list item)."""
     units, begin = [], start
     for match in _SENTENCE_END.finditer(text, start, end):
-        if _ABBREVIATION.search(text[max(begin, match.start() - 6):match.end()]):
+        if ABBREVIATION.search(text[max(begin, match.start() - 6):match.end()]):
             continue
         units.append(Unit(begin, match.end()))
         begin = match.end()
