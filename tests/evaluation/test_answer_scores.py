@@ -34,6 +34,8 @@ def test_grounded_share_counts_sentences_by_the_passage_they_cite():
     assert grounded_share("Loops return values with break [2].", passages) == 0.0   # wrong passage
     assert grounded_share("Loops return values with break.", passages) == 0.0       # cites nothing
     assert grounded_share(NO_ANSWER, passages) is None                              # abstention not counted
+    # "e.g." ends no sentence: the words after it belong to the cited one
+    assert grounded_share("Loops return values, e.g. with break [1].", passages) == 1.0
 
 
 def test_every_sentence_of_a_quote_cites_what_the_quote_cites():

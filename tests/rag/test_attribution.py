@@ -40,6 +40,13 @@ def test_the_models_own_markers_ungrounded_sentences_and_code_are_left_alone():
         "The break expression returns the loop value [1]..."
 
 
+@pytest.mark.parametrize("size", [1, 3, 1000])
+def test_an_abbreviations_period_ends_no_sentence(size):
+    text = "Return a value from a loop, e.g. with break, etc. and more. Use if let for one pattern."
+    assert streamed(text, size) == ("Return a value from a loop, e.g. with break, etc. and more [1]. "
+                                    "Use if let for one pattern [2].")
+
+
 def test_no_passages_no_markers():
     assert "".join(cite_stream(["Loops return values with break."], [])) == "Loops return values with break."
 

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..rag.ask import CLOSEST, NO_ANSWER
-from ..rag.attribution import SENTENCE_END, content_words
+from ..rag.attribution import content_words, sentence_ends
 from ..rag.sentences import word_count
 
 MAX_WORDS = 60
@@ -51,7 +51,7 @@ def degenerate(text: str, looped: bool = False) -> bool:
 
 def sentences(text: str) -> list[str]:
     parts, start = [], 0
-    for match in SENTENCE_END.finditer(text + "\n\n"):
+    for match in sentence_ends(text + "\n\n"):
         parts.append(text[start:match.end()].strip())
         start = match.end()
     return [p for p in parts if p]

@@ -29,6 +29,16 @@ LINE_START = re.compile(r"\n[ \t]*(?:[-*+]|\d+[.)]?|#+)?$")  # a new line that m
 FENCE = "```"
 
 
+def sentence_ends(text: str, start: int = 0, before: str = "") -> Iterator[re.Match]:
+    """`SENTENCE_END`'s matches in `text` from `start`, less the periods that end an abbreviation
+    ("e.g.", "etc.") or an ellipsis. `before`: what came before `text[start:]` in the same
+    sentence (a stream's earlier pieces), which may hold the abbreviation's first letters."""
+    for match in SENTENCE_END.finditer(text, start):
+        if match.group(0)[0] in ".!?" and ABBREVIATION.search((before + text[start:match.end()])[-12:]):
+            continue
+        yield match
+
+
 def content_words(text: str) -> set[str]:
     """Lower-cased, stemmed words of 3+ letters that are not English stopwords."""
     import Stemmer
@@ -83,7 +93,7 @@ def cite_stream(pieces: Iterable[str], passages: Sequence[str], min_overlap: int
                 yield held[:fence + len(FENCE)]
                 held, in_code = held[fence + len(FENCE):], False
                 continue
-            match = SENTENCE_END.search(held)
+            match = next(sentence_ends(held, before=sentence), None)
             if fence >= 0 and (match is None or fence < match.start()):
                 yield finish(*split_space(held[:fence]))  # text before a code block ends a sentence
                 yield FENCE

@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from itertools import chain
 
-from .attribution import ABBREVIATION, FENCE, HOLD, SENTENCE_END
+from .attribution import FENCE, HOLD, sentence_ends
 
 WORD = re.compile(r"\S+")
 REPEAT_WORDS = 10
@@ -75,8 +75,8 @@ DECIDE_CHARS = 80  # a first line longer than this announces nothing
 
 
 def first_sentence(pieces: Iterable[str]) -> Iterator[str]:
-    """Pass `pieces` through up to the end of the first sentence (`attribution.SENTENCE_END`;
-    an abbreviation's period, `attribution.ABBREVIATION`, ends none), without a first line that
+    """Pass `pieces` through up to the end of the first sentence (`attribution.sentence_ends`:
+    an abbreviation's period ends none), without a first line that
     only announces the answer ("The answer is:") or the white space after it; then end. Text
     before a code block ends the sentence there; an answer that opens with a code block ends
     after the block. Held back: the first line until it shows whether it announces, then only
@@ -116,12 +116,10 @@ def _first_end(text: str, lead: int, final: bool) -> tuple[int, bool]:
     if fence == lead:  # a code block first: it is the answer
         close = text.find(FENCE, lead + len(FENCE))
         return (close + len(FENCE), True) if close >= 0 else (len(text) if final else lead, final)
-    for match in SENTENCE_END.finditer(text, lead):
+    for match in sentence_ends(text, lead):
         if 0 <= fence < match.start():
             break
         marks = match.group(0)[0] in ".!?"
-        if marks and ABBREVIATION.search(text[lead:match.end()]):
-            continue
         return (match.end() if marks else match.start()), True
     if fence >= 0:
         return len(text[:fence].rstrip()), True
