@@ -2,19 +2,26 @@
 not answer it.
 
 Why: the ask flow answers "The documents don't say." when the best evidence explains the question
-too weakly (`AskSettings.abstain_below`; relevance as `rag/evidence.py` defines it). A threshold
-trades false abstentions (answerable questions refused) against true ones. For each question this
-retrieves its top `--top-k` chunks as `ask` does, and scores relevance three times: on those
-chunks; on the chunks retrieved for another question of the same set (`--shift` further on); and,
-for every other set given, that set's questions asked of this collection as `ask` would (retrieval
-and rerank included), questions about another manual that these documents do not answer. It
-prints, per threshold, how many of each fall under it, over all the question sets together: first
-for relevance alone, then for the ask flow's rule (relevance under one threshold, or the best
-unit's answer score, `Evidence.answer_gain`, under another) per pair of thresholds.
+too weakly (`AskSettings.abstain_below`; relevance as `rag/evidence.py` defines it), when no unit
+reads as an answer to it (`abstain_answer_below`), or when no unit is about what it asks
+(`abstain_similarity_below`). A threshold trades false abstentions (answerable questions refused)
+against true ones. For each question this retrieves its top `--top-k` chunks as `ask` does, and
+scores the evidence on those chunks; on the chunks retrieved for another question of the same set
+(`--shift` further on); for every other set given, that set's questions asked of this collection
+as `ask` would (retrieval and rerank included), questions about another manual that these
+documents do not answer; and with `--unrelated`, questions about something else altogether
+(every `--unrelated-step`-th row of a question file, `--unrelated-n` of them: ARC-Easy's and
+PIQA's, in the lm-eval files of `../shared/data/eval/lm`), asked of every collection. It prints,
+per threshold, how many of each fall under it, over all the question sets together: relevance
+alone, the rule of relevance and the best unit's answer score (`Evidence.answer_gain`) per pair of
+thresholds, then the ask flow's rule with the best unit's similarity to the question
+(`Evidence.similarity`) under each threshold.
 
     python benchmarks/abstention.py --db runs/db \
         --set rust=../shared/data/eval/rag/rust_book_dev_answers.jsonl \
-        --set pydocs=../shared/data/eval/rag/python_docs_dev.jsonl [--output runs/bench/abstention.json]
+        --set pydocs=../shared/data/eval/rag/python_docs_dev.jsonl \
+        [--unrelated ../shared/data/eval/lm/arc_easy.jsonl --unrelated ../shared/data/eval/lm/piqa.jsonl] \
+        [--output runs/bench/abstention.json]
     python benchmarks/abstention.py --tables-from runs/bench/abstention.json  # the tables again
 
 Each --set is COLLECTION=QUESTIONS (a collection already ingested into --db).
@@ -34,58 +41,89 @@ from bench_common import machine_info, markdown_table, write_json  # noqa: E402
 THRESHOLDS = [round(0.1 * i, 1) for i in range(0, 16)]
 GAIN_THRESHOLDS = [round(0.1 * i, 1) for i in range(0, 9)]
 RULE_RELEVANCE = (0.1, 0.2, 0.3)  # relevance thresholds the combined rule is tabled with
+SIMILARITY_THRESHOLDS = (0.0, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65)
+KINDS = ("own", "other", "foreign", "unrelated")
+HEADS = ("own passages: abstained", "another question's: abstained", "another manual's question: abstained",
+         "unrelated question: abstained")
 
 
-def signals(model, question: str, hits) -> tuple[float, float | None]:
-    """(relevance, answer gain) of the evidence `ask` would select from these chunks."""
+def signals(model, question: str, hits) -> tuple[float, float | None, float | None]:
+    """(relevance, answer gain, similarity) of the evidence `ask` would select from these chunks."""
     from unirag.rag.evidence import select
 
-    evidence = select(model, question, hits, scorers=("likelihood", "answer"))
-    return evidence.relevance, evidence.answer_gain
+    evidence = select(model, question, hits, scorers=("likelihood", "answer", "embedding"))
+    return evidence.relevance, evidence.answer_gain, evidence.similarity
+
+
+def unrelated_questions(path: str, n: int, step: int) -> list[str]:
+    """Every `step`-th question of a JSON-lines file, `n` of them: rows with a "question", or
+    lm-eval rows whose "context" is "Question: ...\nAnswer:"."""
+    rows = [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+    texts = [row.get("question") or row["context"].removeprefix("Question:").removesuffix("Answer:").strip()
+             for row in rows[::step]]
+    return texts[:n]
+
+
+def _evidence(values):
+    from unirag.rag.evidence import Evidence
+
+    relevance, gain, similarity = (list(values) + [None, None])[:3]  # files written before similarity
+    return Evidence([], relevance, gain, similarity=similarity)
 
 
 def table_rows(*columns: list[float]) -> list[list]:
     return [[t] + [f"{sum(r < t for r in values)}/{len(values)}" for values in columns] for t in THRESHOLDS]
 
 
-def rule_rows(settings, *columns: list[tuple[float, float | None]]) -> list[list]:
-    """Per (relevance threshold, answer-gain threshold): how many (relevance, gain) pairs the ask
-    flow's rule (`AskSettings.abstains`) refuses."""
+def rule_rows(settings, *columns: list) -> list[list]:
+    """Per (relevance threshold, answer-gain threshold): how many signals (relevance, gain[,
+    similarity]) the rule of those two tests (`AskSettings.abstains`, similarity left out) refuses."""
     from dataclasses import replace
-
-    from unirag.rag.evidence import Evidence
 
     rows = []
     for below in RULE_RELEVANCE:
         for t in GAIN_THRESHOLDS:
-            rule = replace(settings, abstain_below=below, abstain_answer_below=t)
-            rows.append([below, t] + [f"{sum(rule.abstains(Evidence([], r, g)) for r, g in values)}/{len(values)}"
+            rule = replace(settings, abstain_below=below, abstain_answer_below=t, abstain_similarity_below=None)
+            rows.append([below, t] + [f"{sum(rule.abstains(_evidence(v)) for v in values)}/{len(values)}"
                                       for values in columns])
     return rows
 
 
+def similarity_rows(settings, *columns: list) -> list[list]:
+    """Per similarity threshold: how many signals the ask flow's rule refuses with it (its own
+    relevance and answer-gain thresholds)."""
+    from dataclasses import replace
+
+    rows = []
+    for t in SIMILARITY_THRESHOLDS:
+        rule = replace(settings, abstain_similarity_below=t)
+        rows.append([t] + [f"{sum(rule.abstains(_evidence(v)) for v in values)}/{len(values)}" for values in columns])
+    return rows
+
+
 def report(per_set: dict) -> None:
-    """The tables, from the signals per set ({"own"|"other"|"foreign": [(relevance, gain)]})."""
+    """The tables, from the signals per set ({kind: [(relevance, gain, similarity)]}, KINDS)."""
     from unirag.rag.ask import AskSettings
 
-    own, other, foreign = ([x for v in per_set.values() for x in v.get(k, [])] for k in ("own", "other", "foreign"))
-    heads = ("own passages: abstained", "another question's: abstained", "another manual's question: abstained")
-    relevance = [[r for r, _ in values] for values in (own, other, foreign)]
+    kinds = [k for k in KINDS if any(k in v for v in per_set.values())]
+    heads = tuple(HEADS[KINDS.index(k)] for k in kinds)
+    columns = [[x for v in per_set.values() for x in v.get(k, [])] for k in kinds]
+    relevance = [[x[0] for x in values] for values in columns]
     print(markdown_table(("abstain below",) + heads, table_rows(*relevance)))
     print("\nrelevance under the first threshold, or answer gain under the second:")
-    print(markdown_table(("relevance below", "answer gain below") + heads,
-                         rule_rows(AskSettings(), own, other, foreign)))
-    # pooled counts hide that relevance is on another scale in each collection
-    kinds = ("own", "other", "foreign")
+    print(markdown_table(("relevance below", "answer gain below") + heads, rule_rows(AskSettings(), *columns)))
+    print("\nthe ask flow's rule, or the best unit's similarity to the question under the threshold:")
+    print(markdown_table(("similarity below",) + heads, similarity_rows(AskSettings(), *columns)))
 
+    # pooled counts hide that relevance is on another scale in each collection
     def median(values: list) -> str:
         values = [x for x in values if x is not None]
         return f"{statistics.median(values):.2f}" if values else ""
 
-    medians = [[name] + [median([x[i] for x in v.get(k, [])]) for i in (0, 1) for k in kinds]
+    names = ("median relevance", "median answer gain", "median similarity")
+    medians = [[name] + [median([(list(x) + [None])[i] for x in v.get(k, [])]) for i in (0, 1, 2) for k in kinds]
                for name, v in per_set.items()]
-    print(markdown_table(("collection", "median relevance: own", "another question's", "another manual's question",
-                          "median answer gain: own", "another question's", "another manual's question"), medians))
+    print(markdown_table(("collection",) + tuple(f"{n}: {k}" for n in names for k in kinds), medians))
 
 
 def main() -> None:
@@ -94,6 +132,10 @@ def main() -> None:
     parser.add_argument("--set", action="append", help="COLLECTION=QUESTIONS.jsonl")
     parser.add_argument("--top-k", type=int, default=3)
     parser.add_argument("--shift", type=int, default=7, help="the other question is this many rows further")
+    parser.add_argument("--unrelated", action="append", default=[], metavar="QUESTIONS.jsonl",
+                        help="questions about something else, asked of every collection")
+    parser.add_argument("--unrelated-n", type=int, default=20, help="questions taken from each --unrelated file")
+    parser.add_argument("--unrelated-step", type=int, default=50, help="every this many rows of it")
     parser.add_argument("--output", default="runs/bench/abstention.json")
     parser.add_argument("--tables-from", metavar="JSON",
                         help="print the tables from the signals an earlier run wrote, scoring nothing")
@@ -125,15 +167,24 @@ def main() -> None:
         per_set[name] = {"own": mine, "other": theirs}
         questions_of[name] = questions
         collections[name] = collection
+    unrelated = [q for path in args.unrelated for q in unrelated_questions(path, args.unrelated_n, args.unrelated_step)]
     for name, collection in collections.items():  # every other set's questions, asked of this collection
-        asked = [q for other_name, qs in questions_of.items() if other_name != name for q in qs]
-        per_set[name]["foreign"] = [signals(model, q, retrieve(model, collection, q, args.top_k, settings.retrieval,
-                                                                settings.rerank)) for q in asked]
+        def asked_here(questions: list[str]) -> list:
+            return [signals(model, q, retrieve(model, collection, q, args.top_k, settings.retrieval, settings.rerank))
+                    for q in questions]
+
+        per_set[name]["foreign"] = asked_here([q for other, qs in questions_of.items() if other != name for q in qs])
+        if unrelated:
+            per_set[name]["unrelated"] = asked_here(unrelated)
     report(per_set)
     path = write_json(args.output, {"machine": machine_info(), "model": model.name, "sets": args.set,
                                     "top_k": args.top_k, "shift": args.shift,
+                                    "unrelated": args.unrelated, "unrelated_n": args.unrelated_n,
+                                    "unrelated_step": args.unrelated_step,
                                     "abstain_below": settings.abstain_below,
-                                    "signals": per_set})  # (relevance, answer gain) per question
+                                    "abstain_answer_below": settings.abstain_answer_below,
+                                    "abstain_similarity_below": settings.abstain_similarity_below,
+                                    "signals": per_set})  # (relevance, answer gain, similarity) per question
     print(f"wrote {path}")
 
 

@@ -259,16 +259,30 @@ def test_abstention_rule_refuses_weak_relevance_or_weak_answer_gain():
     assert by_thresholds[(0.3, 0.8)] == "3/5"   # no answer score: relevance alone decides
 
 
+def test_abstention_similarity_rows_add_the_similarity_test_to_the_ask_rule():
+    abstention = load("abstention")
+    from unirag.rag.ask import AskSettings
+
+    # relevance, answer gain, similarity; a pair is a file written before similarity was scored
+    signals = [(1.0, 1.0, 0.7), (1.0, 1.0, 0.52), (1.0, 1.0, 0.3), (0.1, 1.0, 0.9), (1.0, 1.0)]
+    rows = {row[0]: row[1] for row in abstention.similarity_rows(AskSettings(), signals)}
+    assert rows[0.0] == "1/5"   # the ask rule's relevance test alone
+    assert rows[0.5] == "2/5"   # and the unit least about the question
+    assert rows[0.55] == "3/5"  # no similarity: the other tests decide
+
+
 def test_abstention_tables_print_again_from_written_signals(tmp_path, capsys, monkeypatch):
     abstention = load("abstention")
     path = tmp_path / "abstention.json"
-    path.write_text(json.dumps({"signals": {"a": {"own": [[1.0, 0.5]], "other": [[0.1, 0.2]],
-                                                  "foreign": [[0.5, None]]}}}), encoding="utf-8")
+    path.write_text(json.dumps({"signals": {"a": {"own": [[1.0, 0.5, 0.7]], "other": [[0.1, 0.2, 0.6]],
+                                                  "foreign": [[0.5, None, 0.4]], "unrelated": [[1.0, 1.0]]}}}),
+                    encoding="utf-8")
     monkeypatch.setattr("sys.argv", ["abstention.py", "--tables-from", str(path)])
     abstention.main()
     out = capsys.readouterr().out
-    assert "| 0.2 | 0.3 | 0/1 | 1/1 | 0/1 |" in out  # relevance 0.1 < 0.2 refuses "other"; "foreign" has no gain
-    assert "| a | 1.00 | 0.10 | 0.50 | 0.50 | 0.20 |  |" in out  # no gain, no median
+    assert "| 0.2 | 0.3 | 0/1 | 1/1 | 0/1 | 0/1 |" in out  # relevance 0.1 < 0.2 refuses "other"; "foreign" has no gain
+    assert "| 0.5 | 1/1 | 1/1 | 1/1 | 0/1 |" in out  # "own": gain 0.5 < 0.6; "foreign": similarity 0.4 < 0.5
+    assert "| a | 1.00 | 0.10 | 0.50 | 1.00 | 0.50 | 0.20 |  | 1.00 | 0.70 | 0.60 | 0.40 |  |" in out
 
 
 def test_decode_greedy_agreement_counts_the_shared_prefix(decode):

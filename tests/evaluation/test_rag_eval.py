@@ -126,9 +126,12 @@ def test_answer_variants_parse_names_scorers_and_abstention():
     assert list(variants) == ["default", "extractive@likelihood+rank", "chunks", "both@noabstain"]
     assert variants["extractive@likelihood+rank"].scorers == ("likelihood", "rank")
     assert variants["chunks"].answer == "generated" and not variants["chunks"].focused
-    assert variants["both@noabstain"].abstain_below is None and variants["both@noabstain"].abstain_answer_below is None
+    never = variants["both@noabstain"]
+    assert never.abstain_below is None and never.abstain_answer_below is None and never.abstain_similarity_below is None
     relevance_only = rag_eval.answer_variants("extractive@noanswergain")["extractive@noanswergain"]
     assert relevance_only.abstain_answer_below is None and relevance_only.abstain_below is not None
+    no_similarity = rag_eval.answer_variants("extractive@nosimilarity")["extractive@nosimilarity"]
+    assert no_similarity.abstain_similarity_below is None and no_similarity.abstain_answer_below is not None
     assert variants["default"].reading_order and not rag_eval.answer_variants("extractive@scoreorder")[
         "extractive@scoreorder"].reading_order
     assert variants["default"].passage_order and not rag_eval.answer_variants("extractive@retrievalorder")[

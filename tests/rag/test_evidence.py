@@ -112,8 +112,7 @@ def test_focused_hits_keep_numbering_and_neighbours():
 @pytest.mark.parametrize("mode", ["extractive", "generated", "both"])
 def test_answer_modes(tiny, mode):
     result = answer_hits(tiny, "How does a loop return a value?", hits(),
-                         AskSettings(answer=mode, max_new_tokens=4, evidence_words=10, abstain_below=None,
-                                     abstain_answer_below=None, passage_order=False))
+                         AskSettings(answer=mode, max_new_tokens=4, evidence_words=10, passage_order=False, **NEVER))
     assert result.evidence.words <= 10 or len(result.evidence.spans) == 1
     text = result.read()
     assert result.hits and result.citations[0].startswith("[1] loops.md > Loops")
@@ -147,23 +146,29 @@ def test_abstains_below_the_threshold_and_still_shows_the_closest_quote(tiny):
     assert text.endswith(quote(reading_order(result.evidence.spans)[0]))  # the quote an answer would lead with
 
 
-@pytest.mark.parametrize("relevance, answer_gain, settings, abstains", [
-    (1.0, 1.0, AskSettings(), False),
-    (0.1, 1.0, AskSettings(), True),            # explains the question too weakly
-    (1.0, 0.1, AskSettings(), True),            # no unit reads as an answer to it
-    (1.0, None, AskSettings(), False),          # the "answer" scorer did not run: relevance alone decides
-    (1.0, 0.1, AskSettings(abstain_answer_below=None), False),
-    (0.1, 0.1, AskSettings(abstain_below=None, abstain_answer_below=None), False),
+NEVER = dict(abstain_below=None, abstain_answer_below=None, abstain_similarity_below=None)
+
+
+@pytest.mark.parametrize("relevance, answer_gain, similarity, settings, abstains", [
+    (1.0, 1.0, 0.9, AskSettings(), False),
+    (0.1, 1.0, 0.9, AskSettings(), True),            # explains the question too weakly
+    (1.0, 0.1, 0.9, AskSettings(), True),            # no unit reads as an answer to it
+    (1.0, 1.0, 0.3, AskSettings(), True),            # no unit is about what it asks
+    (1.0, None, None, AskSettings(), False),         # "answer" and "embedding" did not run: relevance decides
+    (1.0, 0.1, 0.9, AskSettings(abstain_answer_below=None), False),
+    (1.0, 1.0, 0.3, AskSettings(abstain_similarity_below=None), False),
+    (0.1, 0.1, 0.3, AskSettings(**NEVER), False),
 ])
-def test_abstains_on_weak_relevance_or_weak_answer_gain(relevance, answer_gain, settings, abstains):
-    assert settings.abstains(Evidence([], relevance, answer_gain)) is abstains
+def test_abstains_on_weak_relevance_answer_gain_or_similarity(relevance, answer_gain, similarity, settings, abstains):
+    assert settings.abstains(Evidence([], relevance, answer_gain, similarity=similarity)) is abstains
 
 
-@pytest.mark.parametrize("scorers, has_gain", [(("likelihood", "answer"), True), (("likelihood", "embedding"), False)])
-def test_evidence_carries_the_best_answer_score_when_it_was_scored(tiny, scorers, has_gain):
+@pytest.mark.parametrize("scorers", [("likelihood", "answer"), ("likelihood", "embedding")])
+def test_evidence_carries_the_best_answer_score_and_similarity_when_they_were_scored(tiny, scorers):
     cands, scores, null = score(tiny, "How does a loop return a value?", hits(), scorers)
     ev = choose(hits(), cands, scores, null, scorers=scorers)
-    assert (ev.answer_gain == max(scores["answer"])) if has_gain else ev.answer_gain is None
+    assert (ev.answer_gain == max(scores["answer"])) if "answer" in scorers else ev.answer_gain is None
+    assert (ev.similarity == pytest.approx(max(scores["embedding"]))) if "embedding" in scorers else ev.similarity is None
 
 
 def test_abstains_when_no_unit_reads_as_an_answer(tiny):
@@ -480,7 +485,7 @@ def test_answers_show_passages_in_passage_order_unless_asked_retrieval_order(tin
     assert len(selected.passage_likelihood) == 3
     assert passage_order(selected) != [0, 1, 2]  # the tiny model's likelihoods do move a passage
     for on in (True, False):
-        settings = AskSettings(abstain_below=None, abstain_answer_below=None, passage_order=on, max_new_tokens=1)
+        settings = AskSettings(passage_order=on, max_new_tokens=1, **NEVER)
         result = answer_hits(tiny, question, chunks, settings)
         order = passage_order(selected) if on else [0, 1, 2]
         assert [h.id for h in result.hits] == [chunks[i].id for i in order]

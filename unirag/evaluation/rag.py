@@ -139,8 +139,9 @@ def aggregate(per_question: Sequence[Mapping[str, Any]], latencies_s: Sequence[f
     return metrics
 
 
-SWITCHES = {"noabstain": {"abstain_below": None, "abstain_answer_below": None},
-            "noanswergain": {"abstain_answer_below": None}, "norepeat": {"no_repeat_ngram": 4},
+SWITCHES = {"noabstain": {"abstain_below": None, "abstain_answer_below": None, "abstain_similarity_below": None},
+            "noanswergain": {"abstain_answer_below": None}, "nosimilarity": {"abstain_similarity_below": None},
+            "norepeat": {"no_repeat_ngram": 4},
             "penalty": {"repetition_penalty": 1.2}, "units": {"whole_thoughts": False},
             "scoreorder": {"reading_order": False}, "retrievalorder": {"passage_order": False},
             "fusedorder": {"interleave": False}, "nolead": {"lead_quote": False},
@@ -152,7 +153,8 @@ def answer_variants(names: str | Sequence[str]) -> dict[str, Any]:
     (short, from the evidence), "both", or "chunks" (generated from the whole chunks with the
     general prompt, as before evidence selection). A suffix "@s1+s2" picks the evidence scorers
     (`rag/evidence.py`), "@noabstain" turns abstention off, "@noanswergain" abstains on relevance
-    alone (not on the best unit's answer score), "@norepeat" bans repeated 4-grams of
+    alone (not on the best unit's answer score), "@nosimilarity" not on the best unit's
+    similarity to the question, "@norepeat" bans repeated 4-grams of
     generated tokens, "@penalty" applies a repetition penalty of 1.2 and "@units" quotes units as
     cut (no "...:" unit completed, sentence tails at chunk starts kept), "@scoreorder" shows
     quotes best-scored first instead of in reading order, "@retrievalorder" shows the passages

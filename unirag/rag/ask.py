@@ -12,8 +12,9 @@ An answer has up to two parts, chosen by `AskSettings.answer`:
   sentences with their neighbours, not whole chunks), ending after its first sentence or where
   it starts repeating itself, with `[n]` added to an uncited sentence (`pipeline.answer`).
 - "both": the quotes first, then the generated sentence after "In short:".
-When the evidence explains the question too weakly (`relevance` under `abstain_below`), or when no
-unit of it reads as an answer to the question (`answer_gain` under `abstain_answer_below`), the
+When the evidence explains the question too weakly (`relevance` under `abstain_below`), when no
+unit of it reads as an answer to the question (`answer_gain` under `abstain_answer_below`), or
+when no unit of it is about what the question asks (`similarity` under `abstain_similarity_below`), the
 answer is NO_ANSWER followed by the closest quote, so the user still sees what was found.
 """
 
@@ -37,6 +38,10 @@ CLOSEST = "The closest passage:"  # what an abstention shows after NO_ANSWER, be
 # questions shown passages that do not answer them
 ABSTAIN_BELOW = 0.2
 ABSTAIN_ANSWER_BELOW = 0.6
+# chosen on both dev sets against questions that no manual answers (ARC-Easy and PIQA questions;
+# docs/RESULTS.md "Where to abstain"): 0.1 below the lowest that a dev question's own passages
+# give, since a question asked in other words of other documents may sit lower
+ABSTAIN_SIMILARITY_BELOW = 0.5
 # "both" quotes less, leaving room for its generated sentence within a short answer
 EVIDENCE_WORDS = {"extractive": evidence_mod.MAX_WORDS, "generated": evidence_mod.MAX_WORDS, "both": 30}
 ANSWER_SYSTEM = ("Answer the question in one short sentence, using only the evidence. "
@@ -64,6 +69,11 @@ class AskSettings:
     # None: never. Passages on the question's topic may hold nothing it makes likelier as its
     # answer, which relevance cannot see
     abstain_answer_below: float | None = ABSTAIN_ANSWER_BELOW
+    # the best unit's cosine to the question (`Evidence.similarity`) under which the answer is
+    # NO_ANSWER too; None: never. A question about something else still finds units that explain
+    # some of its words (the likelihood) and that it makes likelier (the answer gain): "Who won the
+    # 1998 world cup?" asked of a programming book finds its guessing game, "You win!"
+    abstain_similarity_below: float | None = ABSTAIN_SIMILARITY_BELOW
     max_new_tokens: int = 64
     temperature: float = 0.0
     no_repeat_ngram: int = 0       # generated tokens only (decoding.py)
@@ -91,13 +101,16 @@ class AskSettings:
     def needs_evidence(self) -> bool:
         """Whether the answer quotes, is generated from, or may abstain on the selected evidence."""
         return (self.answer != "generated" or self.focused or self.abstain_below is not None
-                or self.abstain_answer_below is not None)
+                or self.abstain_answer_below is not None or self.abstain_similarity_below is not None)
 
     def abstains(self, ev: evidence_mod.Evidence) -> bool:
-        """Whether this evidence is too weak to answer from: it explains the question too weakly, or
-        none of its units reads as an answer to it (a test skipped when the "answer" scorer did
-        not run)."""
+        """Whether this evidence is too weak to answer from: it explains the question too weakly,
+        none of its units reads as an answer to it, or none is about what it asks (the last two
+        tests are skipped when the "answer" or "embedding" scorer did not run)."""
         if self.abstain_below is not None and ev.relevance < self.abstain_below:
+            return True
+        if (self.abstain_similarity_below is not None and ev.similarity is not None
+                and ev.similarity < self.abstain_similarity_below):
             return True
         return (self.abstain_answer_below is not None and ev.answer_gain is not None
                 and ev.answer_gain < self.abstain_answer_below)

@@ -100,6 +100,9 @@ class Evidence:
     answer_gain: float | None = None
     # per passage (hit), its best unit's likelihood; -inf for a passage with no quotable unit
     passage_likelihood: tuple[float, ...] = ()
+    # the best unit's "embedding" score: the cosine of its embedding to the question's; None when
+    # that scorer did not run
+    similarity: float | None = None
 
     @property
     def words(self) -> int:
@@ -465,7 +468,8 @@ def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[f
             break
     best_likelihood = max(scores["likelihood"])
     answer_gain = max(scores["answer"]) if "answer" in scores else None
+    similarity = float(max(scores["embedding"])) if "embedding" in scores else None
     per_passage = [float("-inf")] * len(hits)
     for c, likelihood in zip(cands, scores["likelihood"]):
         per_passage[c.hit] = max(per_passage[c.hit], likelihood)
-    return Evidence(spans, best_likelihood - null, answer_gain, tuple(per_passage))
+    return Evidence(spans, best_likelihood - null, answer_gain, tuple(per_passage), similarity)
