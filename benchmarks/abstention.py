@@ -167,15 +167,16 @@ def main() -> None:
         per_set[name] = {"own": mine, "other": theirs}
         questions_of[name] = questions
         collections[name] = collection
+    def asked_of(collection, questions: list[str]) -> list:  # retrieved and scored as `ask` would
+        return [signals(model, q, retrieve(model, collection, q, args.top_k, settings.retrieval, settings.rerank))
+                for q in questions]
+
     unrelated = [q for path in args.unrelated for q in unrelated_questions(path, args.unrelated_n, args.unrelated_step)]
     for name, collection in collections.items():  # every other set's questions, asked of this collection
-        def asked_here(questions: list[str]) -> list:
-            return [signals(model, q, retrieve(model, collection, q, args.top_k, settings.retrieval, settings.rerank))
-                    for q in questions]
-
-        per_set[name]["foreign"] = asked_here([q for other, qs in questions_of.items() if other != name for q in qs])
+        per_set[name]["foreign"] = asked_of(collection, [q for other, qs in questions_of.items() if other != name
+                                                         for q in qs])
         if unrelated:
-            per_set[name]["unrelated"] = asked_here(unrelated)
+            per_set[name]["unrelated"] = asked_of(collection, unrelated)
     report(per_set)
     path = write_json(args.output, {"machine": machine_info(), "model": model.name, "sets": args.set,
                                     "top_k": args.top_k, "shift": args.shift,
