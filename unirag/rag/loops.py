@@ -75,13 +75,12 @@ DECIDE_CHARS = 80  # a first line longer than this announces nothing
 
 
 def first_sentence(pieces: Iterable[str]) -> Iterator[str]:
-    """Pass `pieces` through up to the end of the first sentence (`attribution.sentence_ends`:
-    an abbreviation's period ends none), without a first line that
-    only announces the answer ("The answer is:") or the white space after it; then end. Text
-    before a code block ends the sentence there; an answer that opens with a code block ends
-    after the block. Held back: the first line until it shows whether it announces, then only
-    trailing sentence marks, white space and backticks (`attribution.HOLD`), whose meaning the
-    next piece decides."""
+    """Pass `pieces` through up to the end of the first sentence (`attribution.sentence_ends`: an
+    abbreviation's period ends none), without a first line that only announces the answer ("The
+    answer is:") or the white space after it; then end. Text before a code block ends the
+    sentence there; an answer that opens with a code block ends after the block. Held back: the
+    first line until it shows whether it announces, then only trailing sentence marks, white
+    space and backticks (`attribution.HOLD`), whose meaning the next piece decides."""
     text, shown, start = "", 0, None
     for piece in chain(pieces, [None]):  # None: the stream has ended
         final = piece is None
