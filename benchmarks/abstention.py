@@ -64,11 +64,15 @@ def unrelated_questions(path: str, n: int, step: int) -> list[str]:
     return texts[:n]
 
 
-def _evidence(values):
+def _refused(rule, column: list) -> str:
+    """"k/n": how many of a column's signals (relevance, gain[, similarity]) `rule` refuses."""
     from unirag.rag.evidence import Evidence
 
-    relevance, gain, similarity = (list(values) + [None, None])[:3]  # files written before similarity
-    return Evidence([], relevance, gain, similarity=similarity)
+    def evidence(values):
+        relevance, gain, similarity = (list(values) + [None, None])[:3]  # files written before similarity
+        return Evidence([], relevance, gain, similarity=similarity)
+
+    return f"{sum(rule.abstains(evidence(v)) for v in column)}/{len(column)}"
 
 
 def table_rows(*columns: list[float]) -> list[list]:
@@ -84,8 +88,7 @@ def rule_rows(settings, *columns: list) -> list[list]:
     for below in RULE_RELEVANCE:
         for t in GAIN_THRESHOLDS:
             rule = replace(settings, abstain_below=below, abstain_answer_below=t, abstain_similarity_below=None)
-            rows.append([below, t] + [f"{sum(rule.abstains(_evidence(v)) for v in values)}/{len(values)}"
-                                      for values in columns])
+            rows.append([below, t] + [_refused(rule, values) for values in columns])
     return rows
 
 
@@ -97,7 +100,7 @@ def similarity_rows(settings, *columns: list) -> list[list]:
     rows = []
     for t in SIMILARITY_THRESHOLDS:
         rule = replace(settings, abstain_similarity_below=t)
-        rows.append([t] + [f"{sum(rule.abstains(_evidence(v)) for v in values)}/{len(values)}" for values in columns])
+        rows.append([t] + [_refused(rule, values) for values in columns])
     return rows
 
 
