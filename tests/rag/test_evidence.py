@@ -42,6 +42,28 @@ def texts(text):
     # a fence with an info string opens a block, whatever the text on either side looks like
     ("Call f(&x); see [g] {a}.\n\n```rust\nlet y = 6;\n```\n\nIt prints:\n\n```\nhello world",
      [("Call f(&x); see [g] {a}.", False), ("let y = 6;", True), ("It prints:", False), ("hello world", True)]),
+    # a list item's number ends no sentence; a number opening a paragraph's line is no list item
+    ("1. Install it. Then run.", [("1. Install it.", False), ("Then run.", False)]),
+    ("It listens on port\n5000. Change it.", [("It listens on port\n5000.", False), ("Change it.", False)]),
+    # table rows are units of their own, whatever their cells' sentences; a pipe in prose is prose
+    ("| Flag | Meaning |\n|---|---|\n| `-v` | Verbose. Prints more. |",
+     [("| Flag | Meaning |", False), ("|---|---|", False), ("| `-v` | Verbose. Prints more. |", False)]),
+    ("%a | Weekday. Short. | Sun, Mon\n\nUse `int | str` here. Or X | Y. Done.",
+     [("%a | Weekday. Short. | Sun, Mon", False), ("Use `int | str` here.", False), ("Or X | Y.", False),
+      ("Done.", False)]),
+    # a blockquote reads as a page: its headings, blank lines and fences break it, markers aside
+    ("> ### Notation\n>\n> We show commands. You\n> type them.\n>\n> ```console\n> $ cargo run\n> ```\nAfter.",
+     [("We show commands.", False), ("You\n> type them.", False), ("$ cargo run", True), ("After.", False)]),
+    # a chunk cut inside a quoted code block
+    ("> let x = 1;\n> ```\n>\n> It binds x.", [("let x = 1;", True), ("It binds x.", False)]),
+    # a list item's and an admonition's indented body is prose; code is fenced or indented past it
+    ("1. Install it:\n\n    ```bash\n    pip install foo\n    ```\n\n    Then run it. It\n    works.\n\n"
+     "        indented();\n\nBack out.\n\n    top_level();",
+     [("1. Install it:", False), ("pip install foo", True), ("Then run it.", False), ("It\n    works.", False),
+      ("indented();", True), ("Back out.", False), ("top_level();", True)]),
+    ('!!! note "Caching"\n    The cache is kept. It is\n    cleared on build.\n\n:::tip\nA tip.\n:::\n\n> [!NOTE]\n> An alert.',
+     [("The cache is kept.", False), ("It is\n    cleared on build.", False), ("A tip.", False),
+      ("An alert.", False)]),
     ("", []),
 ])
 def test_split_units_table(text, expected):
@@ -292,6 +314,7 @@ def test_quotes_leave_a_list_items_bullet_out_but_keep_options():
     from unirag.rag.evidence import Span
 
     for text, quoted in (("- Run it once.", "Run it once."), ("• Thread-safety.", "Thread-safety."),
+                         ("2. Run it once.", "Run it once."), ("2.5 s at most.", "2.5 s at most."),
                          ("| It crashes only natively.", "It crashes only natively."),  # a table cell's separator
                          ("-h, --help show help", "-h, --help show help"), ("a | b", "a | b")):
         assert quote(Span(0, 0, len(text), text)) == f"“{quoted}” [1]"
@@ -343,6 +366,7 @@ def test_the_draft_fits_the_context_window(tiny):
     ("term_of", "suffix=None, dir=None)\n\nReturn a file-like object.", None),            # a signature cut by the edge
     ("sentence_before", "Sorts are stable. That means order is kept.", "Sorts are stable."),
     ("sentence_before", "Sorts are stable.\n\nThat means order is kept.", None),          # another paragraph
+    ("sentence_before", "> Sorts are stable.\n>\n> That means order is kept.", None),    # another quoted one
     ("sentence_before", "```\nsorted(x)\n```\nThat means order is kept.", None),          # code, not a sentence
     ("sentence_before", "order is kept. That means the sort is stable.", None),           # a tail the chunk's edge cut
     ("sentence_before", "That means order is kept.", None),                               # nothing before

@@ -176,9 +176,9 @@ _INLINE_LINK = re.compile(r"\[([^\[\]]+)\]\((?:https?://|\.{0,2}/|#)[^)\s]*\)")
 _AFTER_TERM = re.compile(r"(?<=[\w)\]`])[ \t]*\n[ \t]*\n\s*")
 # Markdown blockquote markers at line starts ("> text", "> > nested"), not a ">>> " prompt
 _BLOCKQUOTE = re.compile(r"^[ \t]*(?:>(?!>>)[ \t]?)+", re.MULTILINE)
-# a list item's bullet or a table cell's separator before the quote: markup, not words of the
-# passage ("- Run it." and "| Run it." read "Run it.")
-_BULLET = re.compile(r"^[-*+•|][ \t]+")
+# a list item's bullet or number, or a table cell's separator, before the quote: markup, not words
+# of the passage ("- Run it.", "2. Run it." and "| Run it." read "Run it.")
+_BULLET = re.compile(r"^(?:[-*+•|]|\d+[.)])[ \t]+")
 
 
 def quote(span: evidence_mod.Span) -> str:

@@ -206,7 +206,8 @@ def term_of(text: str, units: Sequence[Unit], j: int) -> Unit | None:
     defined there ("os.path.expanduser(path)", "list.append(x)", "Warning") and start its body
     with a sentence that never names it ("Return the argument with ~ replaced ..."):
     quoted alone, that sentence does not say what it is about."""
-    if j == 0 or units[j].code or not text[units[j].start:units[j].start + 1].isalnum():
+    if (j == 0 or units[j].code or not text[units[j].start:units[j].start + 1].isalnum()
+            or LIST_ITEM.match(text[units[j].start:units[j].end])):  # "1. Run it." is a step, no body
         return None
     term = units[j - 1]
     words = text[term.start:term.end]
@@ -233,13 +234,16 @@ def points_back(text: str) -> bool:
     return bool(_POINTS_BACK.match(text))
 
 
+_PARAGRAPH_BREAK = re.compile(r"\n[ \t>]*\n")  # a blank line, in a blockquote or not
+
+
 def sentence_before(text: str, units: Sequence[Unit], j: int) -> Unit | None:
     """The prose unit just before units[j] in the same paragraph, if any and if it is whole (not
     a sentence tail that the chunk's edge cut, not a piece of a longer sentence)."""
     if j == 0 or units[j].code or units[j].cut_before:
         return None
     before = units[j - 1]
-    if (before.code or before.cut_before or "\n\n" in text[before.end:units[j].start]
+    if (before.code or before.cut_before or _PARAGRAPH_BREAK.search(text, before.end, units[j].start)
             or starts_mid_sentence(text, before, j - 1 == 0)
             or not quotable(text[before.start:before.end])):
         return None

@@ -5,11 +5,20 @@ selector scores these units rather than whole chunks. A unit keeps its character
 chunk, so the text around it can be shown with it and highlighted in place.
 
 Rules: a prose sentence ends at . ! ? followed by white space (not after a few common
-abbreviations), at a blank line, or at a line that starts a list item or heading. Inside a code
-fence (or an indented block) every non-empty line is a unit of its own, at most `max_words`
-words. Headings are never units (they are already in the chunk's label). A unit longer than
-`max_words` words is cut at word boundaries, and its pieces say so (`cut_before`, `cut_after`),
-so that a quote of one can show where the sentence goes on.
+abbreviations, nor after a list item's number), at a blank line, or at a line that starts a list
+item or heading. Inside a code fence (or an indented block) every non-empty line is a unit of its
+own, and so is a table row ("| --port | 8000 | The port to listen on. |": a record, whose cells'
+sentences mean little apart). All units are at most `max_words` words. Headings are never units
+(they are already in the chunk's label), nor are lines that only frame a block (an MkDocs
+admonition's '!!! note "Title"', a Docusaurus ":::tip", a GitHub alert's "[!NOTE]").
+
+Lines are read as a Markdown viewer reads them: blockquote markers ("> ") are set aside, so that a
+quoted note's headings, blank lines and list items break it as they would outside a quote; and a
+list item's or admonition's indented body is prose, not an indented code block, up to the indent
+its own content starts at (CommonMark's rule, which MkDocs documentation leans on).
+
+A unit longer than `max_words` words is cut at word boundaries, and its pieces say so
+(`cut_before`, `cut_after`), so that a quote of one can show where the sentence goes on.
 """
 
 from __future__ import annotations
@@ -23,6 +32,17 @@ from .chunking import FENCE as _FENCE
 MAX_WORDS = 40
 _HEADING = re.compile(r"^ {0,3}#{1,6}\s")
 LIST_ITEM = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+")
+_MARKER = re.compile(r"[ \t]*(?:[-*+•]|\d+[.)])[ \t]+")  # a list item's marker where a block starts
+# blockquote markers at a line's start ("> ", "> > "), not a ">>> " prompt
+_QUOTE_MARKS = re.compile(r"[ \t]{0,3}(?:>(?!>>)[ \t]?)+")
+# a line that heads a body indented below it and says nothing itself: an MkDocs admonition,
+# collapsible or content tab ('!!! note "Title"', "??? tip", '=== "pip"')
+_CONTAINER = re.compile(r"[ \t]*(?:!!!|\?\?\?\+?|===)[ \t]")
+CONTAINER_INDENT = 4  # how far such a body is indented
+# a line that frames a block and says nothing itself: a Docusaurus admonition's fences
+# (":::note Title", ":::"), a GitHub alert's type ("[!NOTE]")
+_FRAME = re.compile(r"[ \t]*(?::::+.*|\[![A-Za-z]+\][ \t]*)$")
+_CODE_SPAN = re.compile(r"`[^`\n]*`")
 _SENTENCE_END = re.compile(r"[.!?]+[\"')\]]*(?=\s)")
 _WORD = re.compile(r"\S+")
 
@@ -49,7 +69,8 @@ def _lines(text: str):
 def _prose_units(text: str, start: int, end: int) -> list[Unit]:
     """Sentences of text[start:end] (a paragraph or list item)."""
     units, begin = [], start
-    for match in _SENTENCE_END.finditer(text, start, end):
+    marker = _MARKER.match(text, start, end)  # "1. " ends no sentence
+    for match in _SENTENCE_END.finditer(text, marker.end() if marker else start, end):
         if ABBREVIATION.search(text[max(begin, match.start() - 6):match.end()]):
             continue
         units.append(Unit(begin, match.end()))
@@ -85,6 +106,12 @@ def _punctuation_share(text: str) -> float:
     return sum(c in "{}()[];=<>&|*/\\:_$#@!" for c in chars) / max(len(chars), 1)
 
 
+def _unquoted(line: str) -> str:
+    """The line without its blockquote markers."""
+    marks = _QUOTE_MARKS.match(line)
+    return line[marks.end():] if marks else line
+
+
 def _starts_in_fence(text: str) -> bool:
     """Whether a chunk cut from a longer section begins inside a code fence. Chunks of chunk format 1
     and later (`chunking.CHUNK_FORMAT`) close and reopen a block their cut went through, so this
@@ -95,7 +122,7 @@ def _starts_in_fence(text: str) -> bool:
       block (code starts on the line after an opening fence; prose is set off by a blank line);
     - else, with an even number of fences, none is open at the start; with an odd number, the side
       (before the first fence or after the last) that looks more like code is the one inside."""
-    lines = [(offset, line) for offset, line in _lines(text) if _FENCE.match(line)]
+    lines = [(offset, _unquoted(line)) for offset, line in _lines(text) if _FENCE.match(_unquoted(line))]
     if not lines:
         return False
     tagged = next((i for i, (_, line) in enumerate(lines) if _FENCE.sub("", line).strip()), None)
@@ -105,17 +132,31 @@ def _starts_in_fence(text: str) -> bool:
     before, after = text[:first], text[last:].split("\n", 1)[-1]
     if not before.strip():
         following = text[first:].split("\n", 2)
-        return len(following) > 1 and not following[1].strip()
+        return len(following) > 1 and not _unquoted(following[1]).strip()
     if len(lines) % 2 == 0:
         return False
     return _punctuation_share(before) > _punctuation_share(after)
 
 
+def table_row(line: str) -> bool:
+    """Whether a line is a table's row: a Markdown pipe table's ("| a | b |", "|---|---|") or a
+    row of three cells or more that the HTML reader wrote ("%a | Weekday as locale's abbreviated
+    name. | Sun, Mon"). Pipes inside code spans ("`int | str`") do not count, and one pipe is
+    too common in prose about types ("int | str") to tell a two-cell row."""
+    bare = _CODE_SPAN.sub("", line).strip()
+    return bare.count(" | ") >= 2 or bool(re.match(r"\|[ \t:-]", bare))
+
+
 def split_units(text: str, max_words: int = MAX_WORDS) -> list[Unit]:
-    """The sentence and code-line units of a chunk, in order."""
+    """The sentence, code-line and table-row units of a chunk, in order."""
     units: list[Unit] = []
     block: tuple[int, int] | None = None  # the prose block being collected: (start, end)
     in_fence = _starts_in_fence(text)
+    # the open fence is inside a blockquote: its lines carry markers too
+    fence_quoted = in_fence and any(_QUOTE_MARKS.match(line) and _FENCE.match(_unquoted(line))
+                                    for _, line in _lines(text))
+    quote_level = 0       # how many blockquotes the last line was in
+    indent = 0            # where the body of the list item or admonition being read starts
 
     def flush():
         nonlocal block
@@ -124,22 +165,60 @@ def split_units(text: str, max_words: int = MAX_WORDS) -> list[Unit]:
         block = None
 
     for offset, line in _lines(text):
-        stripped = line.strip()
-        if _FENCE.match(line):
+        marks = None if in_fence and not fence_quoted else _QUOTE_MARKS.match(line)
+        body_at = marks.end() if marks else 0
+        level = marks.group().count(">") if marks else quote_level if in_fence else 0
+        body = line[body_at:]
+        stripped = body.strip()
+        if level != quote_level:
+            # a quoted paragraph goes on over a line without markers, and a chunk whose cut went
+            # through a quoted line starts with that line's tail, without them
+            lazy = block is not None and stripped and (level < quote_level or "\n" not in text[:block[0]])
+            if not lazy:
+                flush()
+                indent = 0
+            quote_level = level
+        lead = len(body) - len(body.lstrip(" "))
+        if indent and stripped and block is None and lead < indent and not in_fence:
+            indent = 0  # the list item or admonition has ended
+        at = body_at + min(lead, indent)  # the line as its container's body reads it
+        rest = line[at:]
+        if _FENCE.match(rest):
             flush()
             in_fence = not in_fence
+            fence_quoted = in_fence and quote_level > 0
             continue
-        if in_fence or (line.startswith("    ") and block is None and stripped):
+        if in_fence or (rest.startswith("    ") and block is None and stripped):
             flush()
             if stripped:
-                units.append(_strip(text, Unit(offset, offset + len(line), code=True)))
+                units.append(_strip(text, Unit(offset + body_at, offset + len(line), code=True)))
             continue
-        if not stripped or _HEADING.match(line):
+        if not stripped or _HEADING.match(rest) or _FRAME.match(rest):
             flush()
+            if stripped and not _FRAME.match(rest):
+                indent = 0
             continue
-        if LIST_ITEM.match(line):
+        if _CONTAINER.match(rest):
             flush()
-        block = (block[0] if block else offset, offset + len(line))
+            indent = at - body_at + len(rest) - len(rest.lstrip(" ")) + CONTAINER_INDENT
+            continue
+        # a row longer than a unit is read as prose (a paragraph that happens to hold " | "), and
+        # a paragraph's line is a row only if it starts like one
+        if (table_row(rest) and word_count(rest) <= max_words
+                and (block is None or rest.lstrip().startswith("|"))):
+            flush()
+            units.append(_strip(text, Unit(offset + at, offset + len(line))))
+            continue
+        item = LIST_ITEM.match(rest)
+        # a number other than 1 that opens a line inside a paragraph goes on with it ("... on port\n
+        # 5000. You can ..."), unless that paragraph is itself a list item (CommonMark)
+        if item and block is not None and not _MARKER.match(text, *block) \
+                and rest.lstrip()[:1].isdigit() and not rest.lstrip().startswith(("1.", "1)")):
+            item = None
+        if item:
+            flush()
+            indent = at - body_at + item.end()
+        block = (block[0] if block else offset + at, offset + len(line))
     flush()
     return [piece for unit in units if unit.end > unit.start for piece in _cap(text, unit, max_words)]
 
