@@ -29,6 +29,7 @@ from ..decoding import RepetitionControl
 from ..errors import UniragError
 from . import evidence as evidence_mod
 from .pipeline import RETRIEVAL_MODES, Hit, Turn, answer, citations, fit, retrieve
+from .sentences import plain
 
 ANSWER_MODES = ("extractive", "generated", "both")
 NO_ANSWER = "The documents don't say."
@@ -166,30 +167,10 @@ class Answer:
         return citations(self.hits)
 
 
-_FENCE_LINE = re.compile(r"^\s*(?:`{3,}|~{3,})\S*\s*$", re.MULTILINE)
-# Markdown links read as their text: "[Chapter 2][storing-values]" (a reference whose text has a
-# space, so that code such as x[i][j] is left alone) and "[the guide](https://...)" (a URL or path)
-_REFERENCE_LINK = re.compile(r"\[([^\[\]]*\s[^\[\]]*)\]\[[\w-]*\]")
-_INLINE_LINK = re.compile(r"\[([^\[\]]+)\]\((?:https?://|\.{0,2}/|#)[^)\s]*\)")
-# a paragraph break after a line that ends in no punctuation (a code span aside): a term and its
-# definition's body
-_AFTER_TERM = re.compile(r"(?<=[\w)\]`])[ \t]*\n[ \t]*\n\s*")
-# Markdown blockquote markers at line starts ("> text", "> > nested"), not a ">>> " prompt
-_BLOCKQUOTE = re.compile(r"^[ \t]*(?:>(?!>>)[ \t]?)+", re.MULTILINE)
-# a list item's bullet or number, or a table cell's separator, before the quote: markup, not words
-# of the passage ("- Run it.", "2. Run it." and "| Run it." read "Run it.")
-_BULLET = re.compile(r"^(?:[-*+•|]|\d+[.)])[ \t]+")
-
-
 def quote(span: evidence_mod.Span) -> str:
-    """A span as it appears in an answer: its text on one line (without code-fence lines, as a
-    sentence quoted with the code it introduces would carry, without blockquote markers, which
-    joined into one line read as stray ">" mid-sentence, without a list item's leading bullet,
-    with Markdown links as their text, and
-    a term set off from the definition it heads by a dash), in quotes, with its number; "…"
-    marks where a sentence too long to quote whole goes on."""
-    text = _AFTER_TERM.sub(" — ", _BLOCKQUOTE.sub("", _FENCE_LINE.sub("", span.text)))
-    text = _BULLET.sub("", " ".join(_INLINE_LINK.sub(r"\1", _REFERENCE_LINK.sub(r"\1", text)).split()))
+    """A span as it appears in an answer: its text as a reader reads it (`sentences.plain`), in
+    quotes, with its number; "…" marks where a sentence too long to quote whole goes on."""
+    text = plain(span.text)
     return f"“{'…' if span.cut_before else ''}{text}{'…' if span.cut_after else ''}” [{span.hit + 1}]"
 
 

@@ -223,5 +223,29 @@ def split_units(text: str, max_words: int = MAX_WORDS) -> list[Unit]:
     return [piece for unit in units if unit.end > unit.start for piece in _cap(text, unit, max_words)]
 
 
+_FENCE_LINE = re.compile(r"^\s*(?:`{3,}|~{3,})\S*\s*$", re.MULTILINE)
+# Markdown links read as their text: "[Chapter 2][storing-values]" (a reference whose text has a
+# space, so that code such as x[i][j] is left alone) and "[the guide](https://...)" (a URL or path)
+_REFERENCE_LINK = re.compile(r"\[([^\[\]]*\s[^\[\]]*)\]\[[\w-]*\]")
+_INLINE_LINK = re.compile(r"\[([^\[\]]+)\]\((?:https?://|\.{0,2}/|#)[^)\s]*\)")
+# a paragraph break after a line that ends in no punctuation (a code span aside): a term and its
+# definition's body
+_AFTER_TERM = re.compile(r"(?<=[\w)\]`])[ \t]*\n[ \t]*\n\s*")
+_LINE_QUOTE_MARKS = re.compile(r"^[ \t]*(?:>(?!>>)[ \t]?)+", re.MULTILINE)  # at any line's start, however indented
+# a list item's bullet or number, or a table cell's separator, before the text: markup, not words
+# of the passage ("- Run it.", "2. Run it." and "| Run it." read "Run it.")
+_BULLET = re.compile(r"^(?:[-*+•|]|\d+[.)])[ \t]+")
+
+
+def plain(text: str) -> str:
+    """A unit's (or a span of units') text as a reader reads it, on one line: without code-fence
+    lines (a sentence quoted with the code it introduces carries them), without blockquote
+    markers (joined into one line, they read as stray ">" mid-sentence), without a list item's
+    leading bullet or number, with Markdown links as their text, and a term set off from the
+    definition it heads by a dash."""
+    text = _AFTER_TERM.sub(" — ", _LINE_QUOTE_MARKS.sub("", _FENCE_LINE.sub("", text)))
+    return _BULLET.sub("", " ".join(_INLINE_LINK.sub(r"\1", _REFERENCE_LINK.sub(r"\1", text)).split()))
+
+
 def word_count(text: str) -> int:
     return len(_WORD.findall(text))
