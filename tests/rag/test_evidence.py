@@ -46,8 +46,8 @@ def texts(text):
     ("1. Install it. Then run.", [("1. Install it.", False), ("Then run.", False)]),
     ("It listens on port\n5000. Change it.", [("It listens on port\n5000.", False), ("Change it.", False)]),
     # table rows are units of their own, whatever their cells' sentences; a pipe in prose is prose
-    ("| Flag | Meaning |\n|---|---|\n| `-v` | Verbose. Prints more. |",
-     [("| Flag | Meaning |", False), ("|---|---|", False), ("| `-v` | Verbose. Prints more. |", False)]),
+    ("| Flag | Meaning |\n| --- | :-: |\n| `-v` | Verbose. Prints more. |\n| `-q` | Quiet. |",
+     [("| `-v` | Verbose. Prints more. |", False), ("| `-q` | Quiet. |", False)]),  # the header labels
     ("%a | Weekday. Short. | Sun, Mon\n\nUse `int | str` here. Or X | Y. Done.",
      [("%a | Weekday. Short. | Sun, Mon", False), ("Use `int | str` here.", False), ("Or X | Y.", False),
       ("Done.", False)]),
@@ -315,6 +315,7 @@ def test_quotes_leave_a_list_items_bullet_out_but_keep_options():
 
     for text, quoted in (("- Run it once.", "Run it once."), ("• Thread-safety.", "Thread-safety."),
                          ("2. Run it once.", "Run it once."), ("2.5 s at most.", "2.5 s at most."),
+                         ("| `-q` | Quiet. |", "`-q` | Quiet."),  # a table row's outer pipes
                          ("| It crashes only natively.", "It crashes only natively."),  # a table cell's separator
                          ("-h, --help show help", "-h, --help show help"), ("a | b", "a | b")):
         assert quote(Span(0, 0, len(text), text)) == f"“{quoted}” [1]"

@@ -43,6 +43,7 @@ CONTAINER_INDENT = 4  # how far such a body is indented
 # (":::note Title", ":::"), a GitHub alert's type ("[!NOTE]")
 _FRAME = re.compile(r"[ \t]*(?::::+.*|\[![A-Za-z]+\][ \t]*)$")
 _CODE_SPAN = re.compile(r"`[^`\n]*`")
+_DELIMITER_ROW = re.compile(r"[ \t]*\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")  # "|---|:--:|"
 _SENTENCE_END = re.compile(r"[.!?]+[\"')\]]*(?=\s)")
 _WORD = re.compile(r"\S+")
 
@@ -164,7 +165,8 @@ def split_units(text: str, max_words: int = MAX_WORDS) -> list[Unit]:
             units.extend(_prose_units(text, *block))
         block = None
 
-    for offset, line in _lines(text):
+    lines = list(_lines(text))
+    for k, (offset, line) in enumerate(lines):
         marks = None if in_fence and not fence_quoted else _QUOTE_MARKS.match(line)
         body_at = marks.end() if marks else 0
         level = marks.group().count(">") if marks else quote_level if in_fence else 0
@@ -207,7 +209,11 @@ def split_units(text: str, max_words: int = MAX_WORDS) -> list[Unit]:
         if (table_row(rest) and word_count(rest) <= max_words
                 and (block is None or rest.lstrip().startswith("|"))):
             flush()
-            units.append(_strip(text, Unit(offset + at, offset + len(line))))
+            # a delimiter row, and the header row above one, label the columns as a heading
+            # labels a section: no units
+            following = _unquoted(lines[k + 1][1]) if k + 1 < len(lines) else ""
+            if not (_DELIMITER_ROW.match(rest) or _DELIMITER_ROW.match(following)):
+                units.append(_strip(text, Unit(offset + at, offset + len(line))))
             continue
         item = LIST_ITEM.match(rest)
         # a number other than 1 that opens a line inside a paragraph goes on with it ("... on port\n
@@ -235,16 +241,18 @@ _LINE_QUOTE_MARKS = re.compile(r"^[ \t]*(?:>(?!>>)[ \t]?)+", re.MULTILINE)  # at
 # a list item's bullet or number, or a table cell's separator, before the text: markup, not words
 # of the passage ("- Run it.", "2. Run it." and "| Run it." read "Run it.")
 _BULLET = re.compile(r"^(?:[-*+•|]|\d+[.)])[ \t]+")
+_TRAILING_PIPE = re.compile(r"[ \t]+\|$")  # a table row's closing pipe
 
 
 def plain(text: str) -> str:
     """A unit's (or a span of units') text as a reader reads it, on one line: without code-fence
     lines (a sentence quoted with the code it introduces carries them), without blockquote
     markers (joined into one line, they read as stray ">" mid-sentence), without a list item's
-    leading bullet or number, with Markdown links as their text, and a term set off from the
-    definition it heads by a dash."""
+    leading bullet or number (or a table row's outer pipes), with Markdown links as their text, and
+    a term set off from the definition it heads by a dash."""
     text = _AFTER_TERM.sub(" — ", _LINE_QUOTE_MARKS.sub("", _FENCE_LINE.sub("", text)))
-    return _BULLET.sub("", " ".join(_INLINE_LINK.sub(r"\1", _REFERENCE_LINK.sub(r"\1", text)).split()))
+    text = " ".join(_INLINE_LINK.sub(r"\1", _REFERENCE_LINK.sub(r"\1", text)).split())
+    return _TRAILING_PIPE.sub("", _BULLET.sub("", text))
 
 
 def word_count(text: str) -> int:
