@@ -364,6 +364,7 @@ def test_the_draft_fits_the_context_window(tiny):
     ("term_of", "</Listing>\n\nAs a result, s will contain lol.", None),                  # markup says nothing
     ("term_of", "list.append(x)\nAdd an item to the end of the list.", None),             # not a paragraph of its own
     ("term_of", "Table 3-2\n\n| Number | Example |", None),                               # the body is no sentence
+    ("term_of", "Install steps\n\n1. Run the installer.", None),                        # a step is no body
     ("term_of", "suffix=None, dir=None)\n\nReturn a file-like object.", None),            # a signature cut by the edge
     ("sentence_before", "Sorts are stable. That means order is kept.", "Sorts are stable."),
     ("sentence_before", "Sorts are stable.\n\nThat means order is kept.", None),          # another paragraph
