@@ -20,7 +20,6 @@ answer is NO_ANSWER followed by the closest quote, so the user still sees what w
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
