@@ -32,8 +32,8 @@ from .chunking import FENCE as _FENCE
 MAX_WORDS = 40
 _HEADING = re.compile(r"^ {0,3}#{1,6}\s")
 LIST_ITEM = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+")
-_MARKER = re.compile(r"[ \t]*(?:[-*+•]|\d+[.)])[ \t]+")  # a list item's marker where a block starts
-# blockquote markers at a line's start ("> ", "> > "), not a ">>> " prompt
+# blockquote markers at a line's start ("> ", "> > "), not a ">>> " prompt; indented 4 or more,
+# ">" starts a code line, not a quote (CommonMark)
 _QUOTE_MARKS = re.compile(r"[ \t]{0,3}(?:>(?!>>)[ \t]?)+")
 # a line that heads a body indented below it and says nothing itself: an MkDocs admonition,
 # collapsible or content tab ('!!! note "Title"', "??? tip", '=== "pip"')
@@ -70,8 +70,8 @@ def _lines(text: str):
 def _prose_units(text: str, start: int, end: int) -> list[Unit]:
     """Sentences of text[start:end] (a paragraph or list item)."""
     units, begin = [], start
-    marker = _MARKER.match(text, start, end)  # "1. " ends no sentence
-    for match in _SENTENCE_END.finditer(text, marker.end() if marker else start, end):
+    marker = LIST_ITEM.match(text[start:end])  # "1. " ends no sentence
+    for match in _SENTENCE_END.finditer(text, start + marker.end() if marker else start, end):
         if ABBREVIATION.search(text[max(begin, match.start() - 6):match.end()]):
             continue
         units.append(Unit(begin, match.end()))
@@ -139,7 +139,7 @@ def _starts_in_fence(text: str) -> bool:
     return _punctuation_share(before) > _punctuation_share(after)
 
 
-def table_row(line: str) -> bool:
+def _table_row(line: str) -> bool:
     """Whether a line is a table's row: a Markdown pipe table's ("| a | b |", "|---|---|") or a
     row of three cells or more that the HTML reader wrote ("%a | Weekday as locale's abbreviated
     name. | Sun, Mon"). Pipes inside code spans ("`int | str`") do not count, and one pipe is
@@ -206,7 +206,7 @@ def split_units(text: str, max_words: int = MAX_WORDS) -> list[Unit]:
             continue
         # a row longer than a unit is read as prose (a paragraph that happens to hold " | "), and
         # a paragraph's line is a row only if it starts like one
-        if (table_row(rest) and word_count(rest) <= max_words
+        if (_table_row(rest) and word_count(rest) <= max_words
                 and (block is None or rest.lstrip().startswith("|"))):
             flush()
             # a delimiter row, and the header row above one, label the columns as a heading
@@ -218,7 +218,7 @@ def split_units(text: str, max_words: int = MAX_WORDS) -> list[Unit]:
         item = LIST_ITEM.match(rest)
         # a number other than 1 that opens a line inside a paragraph goes on with it ("... on port\n
         # 5000. You can ..."), unless that paragraph is itself a list item (CommonMark)
-        if item and block is not None and not _MARKER.match(text, *block) \
+        if item and block is not None and not LIST_ITEM.match(text[block[0]:block[1]]) \
                 and rest.lstrip()[:1].isdigit() and not rest.lstrip().startswith(("1.", "1)")):
             item = None
         if item:
@@ -237,7 +237,9 @@ _INLINE_LINK = re.compile(r"\[([^\[\]]+)\]\((?:https?://|\.{0,2}/|#)[^)\s]*\)")
 # a paragraph break after a line that ends in no punctuation (a code span aside): a term and its
 # definition's body
 _AFTER_TERM = re.compile(r"(?<=[\w)\]`])[ \t]*\n[ \t]*\n\s*")
-_LINE_QUOTE_MARKS = re.compile(r"^[ \t]*(?:>(?!>>)[ \t]?)+", re.MULTILINE)  # at any line's start, however indented
+# blockquote markers at any line's start of a unit: inside a list item's body a quote is indented
+# further than `_QUOTE_MARKS` reads, and a quoted unit holds no code lines
+_LINE_QUOTE_MARKS = re.compile(r"^[ \t]*(?:>(?!>>)[ \t]?)+", re.MULTILINE)
 # a list item's bullet or number, or a table cell's separator, before the text: markup, not words
 # of the passage ("- Run it.", "2. Run it." and "| Run it." read "Run it.")
 _BULLET = re.compile(r"^(?:[-*+•|]|\d+[.)])[ \t]+")
