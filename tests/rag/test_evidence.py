@@ -519,3 +519,18 @@ def test_answers_show_passages_in_passage_order_unless_asked_retrieval_order(tin
         # an earlier answer's hits and evidence give the same answer again (evaluation reuses them)
         again = answer_hits(tiny, question, result.hits, settings, evidence=result.evidence)
         assert (again.hits, again.read()) == (result.hits, result.read())
+
+
+def test_quotes_leave_inline_html_out_of_prose_only():
+    from unirag.rag.evidence import Span
+
+    for text, code, quoted in (
+            ('<span class="caption">Table 3-1: Integer Types</span>', False, "Table 3-1: Integer Types"),
+            ('Press <kbd>Ctrl</kbd>-<kbd>C</kbd> to stop.<!-- note -->', False, "Press Ctrl-C to stop."),
+            ("The match runs from the '<' in '<html>' to the '>'.", False,
+             "The match runs from the '<' in '<html>' to the '>'."),  # prose about tags
+            ("Write `<span>` or <em>x</em>.", False, "Write `<span>` or x."),  # a code span is code
+            ('<a href="/">home</a>', True, '<a href="/">home</a>'),  # a code line
+            ('Link it as follows:\n\n```html\n<a href="/">home</a>', False,
+             'Link it as follows: <a href="/">home</a>')):
+        assert quote(Span(0, 0, len(text), text, code=code)) == f"“{quoted}” [1]"

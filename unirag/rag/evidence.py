@@ -86,6 +86,7 @@ class Span:
     likelihood: float = 0.0  # mean log-probability of the question after this unit
     cut_before: bool = False  # the sentence began before the span (a long sentence's later piece)
     cut_after: bool = False   # the sentence goes on after the span
+    code: bool = False  # the span opens with a code line
 
 
 @dataclass(frozen=True)
@@ -466,7 +467,7 @@ def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[f
             continue
         covered.update({(c.hit, c.unit.start), (c.hit, start)})
         spans.append(Span(c.hit, start, end, text, float(fused[i]), scores["likelihood"][i],
-                          cut_before=first.cut_before, cut_after=last.cut_after))
+                          cut_before=first.cut_before, cut_after=last.cut_after, code=first.code))
         words += n
         if words >= max_words:
             break

@@ -244,14 +244,35 @@ _LINE_QUOTE_MARKS = re.compile(r"^[ \t]*(?:>(?!>>)[ \t]?)+", re.MULTILINE)
 # of the passage ("- Run it.", "2. Run it." and "| Run it." read "Run it.")
 _BULLET = re.compile(r"^(?:[-*+•|]|\d+[.)])[ \t]+")
 _TRAILING_PIPE = re.compile(r"[ \t]+\|$")  # a table row's closing pipe
+# inline HTML that Markdown passes through to the page, where it is markup, not words: a caption's
+# or filename's <span>, <kbd>, <sup>, an anchor's <a name="...">, a comment. Only the inline
+# elements Markdown authors use, so that prose about tags ("the '<' in '<html>'") keeps them
+_INLINE_HTML = re.compile(r"<!--.*?-->|</?(?:a|abbr|b|br|cite|code|del|em|font|i|img|ins|kbd|mark|q|s|"
+                          r"small|span|strong|sub|sup|u|wbr)(?:\s[^<>]*)?/?>", re.IGNORECASE)
 
 
-def plain(text: str) -> str:
+def _without_inline_html(text: str, code: bool) -> str:
+    """The text's prose lines without inline HTML tags (their content kept); code lines (all of a
+    code span, or the lines after a fence line) and code spans are left as they are."""
+    lines, in_code = [], code
+    for line in text.split("\n"):
+        if _FENCE_LINE.match(line):
+            in_code = not in_code
+        elif not in_code:
+            pieces = re.split(r"(`[^`\n]*`)", line)  # code spans sit at odd places
+            line = "".join(p if i % 2 else _INLINE_HTML.sub("", p) for i, p in enumerate(pieces))
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def plain(text: str, code: bool = False) -> str:
     """A unit's (or a span of units') text as a reader reads it, on one line: without code-fence
     lines (a sentence quoted with the code it introduces carries them), without blockquote
     markers (joined into one line, they read as stray ">" mid-sentence), without a list item's
-    leading bullet or number (or a table row's outer pipes), with Markdown links as their text, and
-    a term set off from the definition it heads by a dash."""
+    leading bullet or number (or a table row's outer pipes), with Markdown links as their text, a
+    term set off from the definition it heads by a dash, and without inline HTML tags in its
+    prose. `code`: the text opens with a code line (its tags are code)."""
+    text = _without_inline_html(text, code)
     text = _AFTER_TERM.sub(" — ", _LINE_QUOTE_MARKS.sub("", _FENCE_LINE.sub("", text)))
     text = " ".join(_INLINE_LINK.sub(r"\1", _REFERENCE_LINK.sub(r"\1", text)).split())
     return _TRAILING_PIPE.sub("", _BULLET.sub("", text))
