@@ -428,6 +428,32 @@ def test_a_term_is_quoted_with_the_definition_it_heads(tiny):
     assert all("messages" not in s.text for s in ev.spans[1:])  # the definition is not quoted twice
 
 
+def test_a_sentence_that_opens_a_section_is_quoted_with_a_heading_it_leaves_its_subject_to():
+    from unirag.rag.evidence import candidates
+
+    text = ("### X-Frame-Options\n\nPrevents external sites from embedding your site in an `iframe`. "
+            "This is known as clickjacking.\n\n## Hash Maps\n\nThe last collection is the hash map.\n\n"
+            "## Tags\n\n- A list item is no sentence that opens a section.")
+    hit = Hit("a", 1.0, text, "security.md", "Security")
+    cands = candidates([hit])
+    titles = {c.text: c.title and text[c.title.start:c.title.end] for c in cands}
+    assert titles == {"Prevents external sites from embedding your site in an `iframe`.": "X-Frame-Options",
+                      "This is known as clickjacking.": None,  # no section's first sentence
+                      "The last collection is the hash map.": None,  # it names the heading's words
+                      "- A list item is no sentence that opens a section.": None}
+    by_text = {c.text: i for i, c in enumerate(cands)}
+    likelihood = [0.0] * len(cands)
+    likelihood[by_text["The last collection is the hash map."]] = 3.0
+    likelihood[by_text["Prevents external sites from embedding your site in an `iframe`."]] = 2.0
+    ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, 24, ("likelihood",), interleave=False)
+    assert [quote(s) for s in ev.spans] == [
+        "“The last collection is the hash map.” [1]",
+        "“X-Frame-Options — Prevents external sites from embedding your site in an `iframe`.” [1]"]
+    # where the heading does not fit beside the first quote, the sentence is quoted alone
+    tight = choose([hit], cands, {"likelihood": likelihood}, 0.0, 20, ("likelihood",), interleave=False)
+    assert [s.text for s in tight.spans][1].startswith("Prevents")
+
+
 @pytest.mark.parametrize("text, expected", [
     ("That means their original order is preserved.", True),
     ("So, although it looks like a copy, it is a move.", True),

@@ -48,7 +48,7 @@ from ..scoring import read, shared_context_loglikelihoods
 from .attribution import content_words
 from .loops import until_repeat
 from .pipeline import fit
-from .sentences import LIST_ITEM, Unit, split_units, word_count
+from .sentences import HEADING, LIST_ITEM, Unit, split_units, word_count
 
 SCORERS = ("likelihood", "embedding", "draft", "answer", "lexical", "rank")
 # chosen on the two dev sets with the rerank's default weight (docs/RESULTS.md, "Answers"): once the
@@ -143,6 +143,7 @@ class _Candidate:
     following: Unit | None = None  # the next unit of the same chunk, if any
     term: Unit | None = None  # the term whose definition this unit opens (`term_of`), if any
     previous: Unit | None = None  # the sentence before it in its paragraph (`sentence_before`), if any
+    title: Unit | None = None  # the heading of the section it opens (`title_of`), if it needs one
     # it is the term of the next unit (`term_of`): alone it names a thing ("`--build-project`",
     # "os.path.expanduser(path)") and says nothing of it
     heads: bool = False
@@ -222,6 +223,29 @@ def term_of(text: str, units: Sequence[Unit], j: int) -> Unit | None:
     return term
 
 
+def title_of(text: str, units: Sequence[Unit], j: int) -> Unit | None:
+    """The heading of the section units[j] opens, if any: the line before it is a heading (only
+    blank lines between), short (at most MAX_TERM_WORDS words), and the sentence shares no content
+    word with it. Such a sentence often leaves its subject to the heading ("### X-Frame-Options"
+    then "Prevents external sites from embedding your site in an `iframe`."): quoted alone, it
+    does not say what it is about. A sentence that names the heading's words needs no heading."""
+    if units[j].code or not text[units[j].start:units[j].start + 1].isalnum() \
+            or LIST_ITEM.match(text[units[j].start:units[j].end]):
+        return None
+    gap = text[units[j - 1].end if j else 0:units[j].start]
+    lines = [line for line in gap.split("\n") if line.strip()]
+    if not lines or not HEADING.match(lines[-1]):
+        return None
+    line = lines[-1]
+    title = re.match(r"\s*#+\s*(.*?)(?:\s+#+)?\s*$", line).group(1)
+    words = content_words(title)
+    if (not words or word_count(title) > MAX_TERM_WORDS
+            or words & content_words(text[units[j].start:units[j].end])):
+        return None
+    start = units[j].start - len(gap) + gap.rindex(line) + line.index(title)
+    return Unit(start, start + len(title))
+
+
 # openers that point back to the sentence before: "That means ...", "So, ...", "It ...", "Also ..."
 _POINTS_BACK = re.compile(r"^[\s>*+-]*(?:this|that|these|those|it|its|they|them|their|such|so|thus|hence|"
                           r"therefore|otherwise|however|but|also|instead|then|likewise|similarly|"
@@ -280,7 +304,8 @@ def candidates(hits: Sequence, skip_tails: bool = True) -> list[_Candidate]:
                     following = None
             heads = j + 1 < len(units) and terms[j + 1] is not None
             out.append(_Candidate(i, unit, text, hit.text[lo:hi], hit.heading, following,
-                                  terms[j], sentence_before(hit.text, units, j), heads))
+                                  terms[j], sentence_before(hit.text, units, j),
+                                  title=title_of(hit.text, units, j), heads=heads))
     return out
 
 
@@ -447,6 +472,11 @@ def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[f
             if word_count(hits[c.hit].text[c.term.start:end]) + 2 + words > max_words and spans:
                 continue
             start, first = c.term.start, c.term
+        # a sentence that opens a section and leaves its subject to the heading is quoted after
+        # the heading, when that fits (even a first quote only then: alone, it still says something)
+        elif (whole_thoughts and c.title is not None
+              and word_count(hits[c.hit].text[c.title.start:end]) + 2 + words <= max_words):
+            start, first = c.title.start, c.title
         # a unit that points back is quoted with the sentence it points to, when that fits
         elif (whole_thoughts and c.previous is not None and points_back(c.text)
               and (c.hit, c.previous.start) not in covered
@@ -462,7 +492,7 @@ def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[f
                 covered.add((c.hit, c.following.start))
         text = hits[c.hit].text[start:end]
         # the "[n]", and the dash that sets a term off from its definition
-        n = word_count(text) + 1 + (first is c.term or last is not c.unit and c.heads)
+        n = word_count(text) + 1 + (first is c.term or first is c.title or last is not c.unit and c.heads)
         if spans and words + n > max_words:
             continue
         covered.update({(c.hit, c.unit.start), (c.hit, start)})

@@ -30,7 +30,7 @@ from .attribution import ABBREVIATION
 from .chunking import FENCE as _FENCE
 
 MAX_WORDS = 40
-_HEADING = re.compile(r"^ {0,3}#{1,6}\s")
+HEADING = re.compile(r"^ {0,3}#{1,6}\s")
 LIST_ITEM = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+")
 # blockquote markers at a line's start ("> ", "> > "), not a ">>> " prompt; indented 4 or more,
 # ">" starts a code line, not a quote (CommonMark)
@@ -195,7 +195,7 @@ def split_units(text: str, max_words: int = MAX_WORDS) -> list[Unit]:
             if stripped:
                 units.append(_strip(text, Unit(offset + body_at, offset + len(line), code=True)))
             continue
-        if not stripped or _HEADING.match(rest) or _FRAME.match(rest):
+        if not stripped or HEADING.match(rest) or _FRAME.match(rest):
             flush()
             if stripped and not _FRAME.match(rest):
                 indent = 0
