@@ -305,7 +305,8 @@ def candidates(hits: Sequence, skip_tails: bool = True) -> list[_Candidate]:
             heads = j + 1 < len(units) and terms[j + 1] is not None
             out.append(_Candidate(i, unit, text, hit.text[lo:hi], hit.heading, following,
                                   terms[j], sentence_before(hit.text, units, j),
-                                  title=title_of(hit.text, units, j), heads=heads))
+                                  # a term names what it defines: it needs no heading
+                                  title=None if heads else title_of(hit.text, units, j), heads=heads))
     return out
 
 
