@@ -563,3 +563,29 @@ def test_quotes_leave_inline_html_out_of_prose_only():
             ('Link it as follows:\n\n```html\n<a href="/">home</a>', False,
              'Link it as follows: <a href="/">home</a>')):
         assert quote(Span(0, 0, len(text), text, code=code)) == f"“{quoted}” [1]"
+
+
+def test_a_code_line_is_quoted_from_the_line_that_binds_the_name_it_opens_with():
+    from unirag.rag.evidence import candidates
+
+    text = ("Make the options conflict:\n\n```\nimport argparse\n\nparser = argparse.ArgumentParser()\n"
+            "group = parser.add_mutually_exclusive_group()\ngroup.add_argument('-v', action='store_true')\n"
+            "```\n\n```\ngroup.add_argument('-q', action='store_true')\n```\n")
+    hit = Hit("a", 1.0, text, "argparse.html", "argparse")
+    cands = candidates([hit])
+    bindings = {c.text: c.binding and text[c.binding.start:c.binding.end] for c in cands}
+    assert bindings["group.add_argument('-v', action='store_true')"] == \
+        "group = parser.add_mutually_exclusive_group()"
+    assert bindings["group.add_argument('-q', action='store_true')"] is None  # another block
+    assert bindings["group = parser.add_mutually_exclusive_group()"] is None  # it binds, uses no name first
+    by_text = {c.text: i for i, c in enumerate(cands)}
+    likelihood = [0.0] * len(cands)
+    likelihood[by_text["group.add_argument('-v', action='store_true')"]] = 3.0
+    likelihood[by_text["group = parser.add_mutually_exclusive_group()"]] = 2.0
+    ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, 20, ("likelihood",), interleave=False)
+    assert quote(ev.spans[0]) == ("“group = parser.add_mutually_exclusive_group() "
+                                  "group.add_argument('-v', action='store_true')” [1]")
+    assert all("parser.add_mutually" not in s.text for s in ev.spans[1:])  # not quoted twice
+    alone = choose([hit], cands, {"likelihood": likelihood}, 0.0, 20, ("likelihood",), whole_thoughts=False,
+                   interleave=False)
+    assert alone.spans[0].text == "group.add_argument('-v', action='store_true')"

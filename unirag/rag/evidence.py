@@ -144,6 +144,7 @@ class _Candidate:
     term: Unit | None = None  # the term whose definition this unit opens (`term_of`), if any
     previous: Unit | None = None  # the sentence before it in its paragraph (`sentence_before`), if any
     title: Unit | None = None  # the heading of the section it opens (`title_of`), if it needs one
+    binding: Unit | None = None  # the line binding the name a code line opens with (`binding_of`)
     # it is the term of the next unit (`term_of`): alone it names a thing ("`--build-project`",
     # "os.path.expanduser(path)") and says nothing of it
     heads: bool = False
@@ -246,6 +247,32 @@ def title_of(text: str, units: Sequence[Unit], j: int) -> Unit | None:
     return Unit(start, start + len(title))
 
 
+# a code line that opens with a name it calls a method of or indexes ("group.add_argument(...)",
+# ">>> queue.popleft()", "v.push(5);"), and a line that binds a name ("group = ...", "let mut v = ...")
+_USES_NAME = re.compile(r"^\s*(?:(?:>>>|\.\.\.)\s+)?([A-Za-z_]\w*)\s*[.\[]")
+_BINDS = r"^\s*(?:(?:>>>|\.\.\.)\s+)?(?:(?:let|const|var|auto)\s+(?:mut\s+)?)?{}\s*(?::[^=\n]+)?=(?!=)"
+_FENCE_IN = re.compile(r"^ {0,3}(?:`{3,}|~{3,})", re.MULTILINE)
+
+
+def binding_of(text: str, units: Sequence[Unit], j: int) -> Unit | None:
+    """The line that binds the name a code line opens with, if that is an earlier line of the same
+    code block ("group = parser.add_mutually_exclusive_group()" for
+    "group.add_argument('-v', action='store_true')"): quoted alone, the line leaves out what the
+    name is, which is often what the question asks for."""
+    if not units[j].code:
+        return None
+    used = _USES_NAME.match(text[units[j].start:units[j].end])
+    if used is None:
+        return None
+    binds = re.compile(_BINDS.format(re.escape(used.group(1))))
+    for k in range(j - 1, -1, -1):
+        if not units[k].code or _FENCE_IN.search(text, units[k].end, units[k + 1].start):
+            return None  # the block starts after it
+        if binds.match(text[units[k].start:units[k].end]):
+            return units[k]
+    return None
+
+
 # openers that point back to the sentence before: "That means ...", "So, ...", "It ...", "Also ..."
 _POINTS_BACK = re.compile(r"^[\s>*+-]*(?:this|that|these|those|it|its|they|them|their|such|so|thus|hence|"
                           r"therefore|otherwise|however|but|also|instead|then|likewise|similarly|"
@@ -306,7 +333,8 @@ def candidates(hits: Sequence, skip_tails: bool = True) -> list[_Candidate]:
             out.append(_Candidate(i, unit, text, hit.text[lo:hi], hit.heading, following,
                                   terms[j], sentence_before(hit.text, units, j),
                                   # a term names what it defines: it needs no heading
-                                  title=None if heads else title_of(hit.text, units, j), heads=heads))
+                                  title=None if heads else title_of(hit.text, units, j), heads=heads,
+                                  binding=binding_of(hit.text, units, j)))
     return out
 
 
@@ -463,7 +491,8 @@ def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[f
     covered: set[tuple[int, int]] = set()  # (hit, start) of units already inside a chosen span
     for i in offer_order(fused, scores, scorers, interleave):
         c = cands[i]
-        if (c.hit, c.unit.start) in covered:
+        if (c.hit, c.unit.start) in covered or any(s.hit == c.hit and s.start <= c.unit.start < s.end
+                                                   for s in spans):
             continue
         start, end, first, last = c.unit.start, c.unit.end, c.unit, c.unit
         # a definition's first sentence is quoted with the term it defines (and the dash that
@@ -483,6 +512,11 @@ def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[f
               and (c.hit, c.previous.start) not in covered
               and (word_count(hits[c.hit].text[c.previous.start:end]) + 1 + words <= max_words or not spans)):
             start, first = c.previous.start, c.previous
+        # a code line that opens with a name is quoted from the line that binds it, when that fits
+        elif (whole_thoughts and c.binding is not None
+              and not any(s.hit == c.hit and s.start < c.unit.start and s.end > c.binding.start for s in spans)
+              and (word_count(hits[c.hit].text[c.binding.start:end]) + 1 + words <= max_words or not spans)):
+            start, first = c.binding.start, c.binding
         # a unit that announces what follows is quoted with it (the code line or sentence it
         # introduces), and a term with the first sentence of the definition it heads, when that fits
         if (whole_thoughts and (announces(c.text) or c.heads) and c.following is not None
