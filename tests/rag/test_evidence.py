@@ -561,7 +561,9 @@ def test_quotes_leave_inline_html_out_of_prose_only():
             ("Write `<span>` or <em>x</em>.", False, "Write `<span>` or x."),  # a code span is code
             ('<a href="/">home</a>', True, '<a href="/">home</a>'),  # a code line
             ('Link it as follows:\n\n```html\n<a href="/">home</a>', False,
-             'Link it as follows: <a href="/">home</a>')):
+             'Link it as follows: <a href="/">home</a>'),
+            ("def f(path):\n    return []\n\ncopytree(f)", True, "def f(path): return [] copytree(f)"),  # no term
+            ("> Shadow it:\n>\n> ```rust\n> let x = 1;\n> ```", False, "Shadow it: let x = 1;")):  # a quoted fence
         assert quote(Span(0, 0, len(text), text, code=code)) == f"“{quoted}” [1]"
 
 

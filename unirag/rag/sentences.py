@@ -234,9 +234,9 @@ _FENCE_LINE = re.compile(r"^\s*(?:`{3,}|~{3,})\S*\s*$", re.MULTILINE)
 # space, so that code such as x[i][j] is left alone) and "[the guide](https://...)" (a URL or path)
 _REFERENCE_LINK = re.compile(r"\[([^\[\]]*\s[^\[\]]*)\]\[[\w-]*\]")
 _INLINE_LINK = re.compile(r"\[([^\[\]]+)\]\((?:https?://|\.{0,2}/|#)[^)\s]*\)")
-# a paragraph break after a line that ends in no punctuation (a code span aside): a term and its
-# definition's body
-_AFTER_TERM = re.compile(r"(?<=[\w)\]`])[ \t]*\n[ \t]*\n\s*")
+# a line that ends in no punctuation (a code span aside): before a paragraph break, a term whose
+# definition's body follows
+_ENDS_TERM = re.compile(r"[\w)\]`][ \t]*$")
 # blockquote markers at any line's start of a unit: inside a list item's body a quote is indented
 # further than `_QUOTE_MARKS` reads, and a quoted unit holds no code lines
 _LINE_QUOTE_MARKS = re.compile(r"^[ \t]*(?:>(?!>>)[ \t]?)+", re.MULTILINE)
@@ -251,30 +251,33 @@ _INLINE_HTML = re.compile(r"<!--.*?-->|</?(?:a|abbr|b|br|cite|code|del|em|font|i
                           r"small|span|strong|sub|sup|u|wbr)(?:\s[^<>]*)?/?>", re.IGNORECASE)
 
 
-def _without_inline_html(text: str, code: bool) -> str:
-    """The text's prose lines without inline HTML tags (their content kept); code lines (all of a
-    code span, or the lines after a fence line) and code spans are left as they are."""
-    lines, in_code = [], code
-    for line in text.split("\n"):
-        if _FENCE_LINE.match(line):
-            in_code = not in_code
-        elif not in_code:
-            pieces = re.split(r"(`[^`\n]*`)", line)  # code spans sit at odd places
-            line = "".join(p if i % 2 else _INLINE_HTML.sub("", p) for i, p in enumerate(pieces))
-        lines.append(line)
-    return "\n".join(lines)
-
-
 def plain(text: str, code: bool = False) -> str:
     """A unit's (or a span of units') text as a reader reads it, on one line: without code-fence
     lines (a sentence quoted with the code it introduces carries them), without blockquote
     markers (joined into one line, they read as stray ">" mid-sentence), without a list item's
     leading bullet or number (or a table row's outer pipes), with Markdown links as their text, a
     term set off from the definition it heads by a dash, and without inline HTML tags in its
-    prose. `code`: the text opens with a code line (its tags are code)."""
-    text = _without_inline_html(text, code)
-    text = _AFTER_TERM.sub(" — ", _LINE_QUOTE_MARKS.sub("", _FENCE_LINE.sub("", text)))
-    text = " ".join(_INLINE_LINK.sub(r"\1", _REFERENCE_LINK.sub(r"\1", text)).split())
+    prose. `code`: the text opens with a code line; code lines (those after a fence line too)
+    keep their tags, and a blank line between them is no term's break."""
+    pieces: list[str] = []
+    in_code, last_prose, blank = code, None, False  # last_prose: the last non-blank line was prose
+    for line in text.split("\n"):
+        line = _LINE_QUOTE_MARKS.sub("", line)
+        if _FENCE_LINE.match(line):
+            in_code = not in_code
+            continue
+        if not line.strip():
+            blank = True
+            continue
+        if not in_code:
+            parts = re.split(r"(`[^`\n]*`)", line)  # code spans sit at odd places
+            line = "".join(p if i % 2 else _INLINE_HTML.sub("", p) for i, p in enumerate(parts))
+        if pieces:
+            term = blank and last_prose and not in_code and _ENDS_TERM.search(pieces[-1])
+            pieces.append(" — " if term else " ")
+        pieces.append(line)
+        last_prose, blank = not in_code, False
+    text = " ".join(_INLINE_LINK.sub(r"\1", _REFERENCE_LINK.sub(r"\1", "".join(pieces))).split())
     return _TRAILING_PIPE.sub("", _BULLET.sub("", text))
 
 
