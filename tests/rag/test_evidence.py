@@ -591,27 +591,3 @@ def test_a_code_line_is_quoted_from_the_line_that_binds_the_name_it_opens_with()
     alone = choose([hit], cands, {"likelihood": likelihood}, 0.0, 20, ("likelihood",), whole_thoughts=False,
                    interleave=False)
     assert alone.spans[0].text == "group.add_argument('-v', action='store_true')"
-
-
-def test_an_announcing_unit_is_quoted_with_its_code_block_up_to_the_line_that_scores_best():
-    from unirag.rag.evidence import candidates
-
-    text = ("It supports positional arguments, options and on/off flags:\n\n```\n"
-            "parser.add_argument('filename')\nparser.add_argument('-c', '--count')\n"
-            "parser.add_argument('-v', action='store_true')\nargs = parser.parse_args()\n```\n\n"
-            "Flags take no value.")
-    hit = Hit("a", 1.0, text, "argparse.html", "argparse")
-    cands = candidates([hit])
-    by_text = {c.text: i for i, c in enumerate(cands)}
-    likelihood = [0.0] * len(cands)
-    likelihood[by_text["It supports positional arguments, options and on/off flags:"]] = 3.0
-    likelihood[by_text["parser.add_argument('-v', action='store_true')"]] = 2.0
-    likelihood[by_text["parser.add_argument('filename')"]] = -1.0
-    ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, 30, ("likelihood",), interleave=False)
-    assert quote(ev.spans[0]) == ("“It supports positional arguments, options and on/off flags: "
-                                  "parser.add_argument('filename') parser.add_argument('-c', '--count') "
-                                  "parser.add_argument('-v', action='store_true')” [1]")
-    assert all("store_true" not in s.text for s in ev.spans[1:])  # not quoted twice
-    # where the block up to that line does not fit, the first line still comes with the unit
-    tight = choose([hit], cands, {"likelihood": likelihood}, 0.0, 14, ("likelihood",), interleave=False)
-    assert tight.spans[0].text.endswith("flags:\n\n```\nparser.add_argument('filename')")

@@ -148,8 +148,6 @@ class _Candidate:
     previous: Unit | None = None  # the sentence before it in its paragraph (`sentence_before`), if any
     title: Unit | None = None  # the heading of the section it opens (`title_of`), if it needs one
     binding: Unit | None = None  # the line binding the name a code line opens with (`binding_of`)
-    # for a unit that announces a code block, the block's lines (`following` is the first)
-    block: tuple[Unit, ...] = ()
     # it is the term of the next unit (`term_of`): alone it names a thing ("`--build-project`",
     # "os.path.expanduser(path)") and says nothing of it
     heads: bool = False
@@ -335,18 +333,11 @@ def candidates(hits: Sequence, skip_tails: bool = True) -> list[_Candidate]:
                 if not (says_something(shown) if following.code else quotable(shown)):
                     following = None
             heads = j + 1 < len(units) and terms[j + 1] is not None
-            block = ()
-            if following is not None and following.code and announces(text):
-                k = j + 1
-                while k < len(units) and units[k].code and (k == j + 1 or not _FENCE_IN.search(
-                        hit.text, units[k - 1].end, units[k].start)):
-                    k += 1
-                block = tuple(units[j + 1:k])
             out.append(_Candidate(i, unit, text, hit.text[lo:hi], hit.heading, following,
                                   terms[j], sentence_before(hit.text, units, j),
                                   # a term names what it defines: it needs no heading
                                   title=None if heads else title_of(hit.text, units, j), heads=heads,
-                                  binding=binding_of(hit.text, units, j), block=block))
+                                  binding=binding_of(hit.text, units, j)))
     return out
 
 
@@ -499,7 +490,6 @@ def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[f
     if not cands:
         return Evidence([], float("-inf"), passage_likelihood=(float("-inf"),) * len(hits))
     fused = fuse(scores, scorers)
-    fused_at = {(c.hit, c.unit.start): float(f) for c, f in zip(cands, fused)}
     spans, words = [], 0
     covered: set[tuple[int, int]] = set()  # (hit, start) of units already inside a chosen span
     for i in offer_order(fused, scores, scorers, interleave):
@@ -530,22 +520,14 @@ def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[f
               and not any(s.hit == c.hit and s.start < c.unit.start and s.end > c.binding.start for s in spans)
               and (word_count(hits[c.hit].text[c.binding.start:end]) + 1 + words <= max_words or not spans)):
             start, first = c.binding.start, c.binding
-        # a unit that announces what follows is quoted with it (the sentence it introduces, or
-        # its code block's lines up to the one that scores best: the first line of an example is
-        # often only its set-up), and a term with the first sentence of the definition it heads,
-        # when that fits
+        # a unit that announces what follows is quoted with it (the code line or sentence it
+        # introduces), and a term with the first sentence of the definition it heads, when that fits
         if (whole_thoughts and (announces(c.text) or c.heads) and c.following is not None
                 and (c.hit, c.following.start) not in covered):
-            best = max(c.block, key=lambda u: fused_at.get((c.hit, u.start), float("-inf")), default=None)
-            for target in dict.fromkeys(t for t in (best, c.following) if t is not None):
-                if any(s.hit == c.hit and s.start < target.end and s.end > c.unit.end for s in spans):
-                    continue  # a line up to it is quoted already
-                extended = hits[c.hit].text[start:target.end]
-                # the first line comes with a first quote whatever its length; more lines only where they fit
-                if word_count(extended) + 1 + c.heads + words <= max_words or not spans and target is c.following:
-                    end, last = target.end, target
-                    covered.add((c.hit, c.following.start))
-                    break
+            extended = hits[c.hit].text[start:c.following.end]
+            if word_count(extended) + 1 + c.heads + words <= max_words or not spans:
+                end, last = c.following.end, c.following
+                covered.add((c.hit, c.following.start))
         text = hits[c.hit].text[start:end]
         # the "[n]", and the dash that sets a term off from its definition
         n = word_count(text) + 1 + (first is c.term or first is c.title or last is not c.unit and c.heads)
