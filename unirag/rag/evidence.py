@@ -22,12 +22,11 @@ The chosen scorers' rankings are fused by reciprocal rank (the fusion hybrid sea
 are offered to the word budget in turns (`offer_order`): the fusion's best, then the best of
 each LEADERS scorer's own ranking not yet offered, then the fusion's next, and so on; each is
 taken while it fits `max_words`, counted with one word more for the "[n]" it will be quoted
-with; a unit ending in ":" is quoted with the unit it introduces (a code block up to its line
-that scores best, where that fits), a sentence that opens the body of a definition with the term
-it defines (`term_of`) or not at all, and such a term with that sentence where it fits (alone, it
-still names what to use); where they fit, a section's first sentence after the heading it leaves
-its subject to (`title_of`), and a code line after the line that binds the name it opens with
-(`binding_of`).
+with; a unit ending in ":" is quoted with the unit it introduces, a sentence that opens the body
+of a definition with the term it defines (`term_of`) or not at all, and such a term with that
+sentence where it fits (alone, it still names what to use); where they fit, a section's first
+sentence after the heading it leaves its subject to (`title_of`), and a code line after the line
+that binds the name it opens with (`binding_of`).
 `relevance` is the best unit's query likelihood minus the question's likelihood after an empty
 passage: how much the evidence explains the question, comparable across questions, which is
 what abstention thresholds; `answer_gain`, the best unit's "answer" score, is
