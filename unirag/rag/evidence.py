@@ -48,6 +48,7 @@ import numpy as np
 
 from ..scoring import read, shared_context_loglikelihoods
 from .attribution import content_words
+from .chunking import FENCE
 from .loops import until_repeat
 from .pipeline import fit
 from .sentences import HEADING, LIST_ITEM, Unit, split_units, word_count
@@ -253,7 +254,7 @@ def title_of(text: str, units: Sequence[Unit], j: int) -> Unit | None:
 # ">>> queue.popleft()", "v.push(5);"), and a line that binds a name ("group = ...", "let mut v = ...")
 _USES_NAME = re.compile(r"^\s*(?:(?:>>>|\.\.\.)\s+)?([A-Za-z_]\w*)\s*[.\[]")
 _BINDS = r"^\s*(?:(?:>>>|\.\.\.)\s+)?(?:(?:let|const|var|auto)\s+(?:mut\s+)?)?{}\s*(?::[^=\n]+)?=(?!=)"
-_FENCE_IN = re.compile(r"^ {0,3}(?:`{3,}|~{3,})", re.MULTILINE)
+_FENCE_IN = re.compile(FENCE.pattern, re.MULTILINE)  # a fence line anywhere in a stretch of text
 
 
 def binding_of(text: str, units: Sequence[Unit], j: int) -> Unit | None:
