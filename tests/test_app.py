@@ -24,7 +24,7 @@ CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver"
 SMALL = dict(top_k=2, max_new_tokens=8, chunk_settings=ChunkSettings(chunk_size=96, overlap=8))
 # One short section, so the only chunk holds all of it (and fits the tiny model's 256-token window
 # whole): markup that must show as text, not HTML.
-DOC = "# Zorblax\n\nA zorblax <b>sings</b> & <img src=x> in Quendor.\n"
+DOC = "# Zorblax\n\nA zorblax <b>sings</b> & <iframe src=x> in Quendor.\n"
 QUESTION = "Where does the zorblax live?"
 
 
@@ -78,11 +78,12 @@ def test_upload_then_answer_streams_with_sources(tiny, tmp_path):
     assert "[1] zorblax.md &gt; Zorblax" in sources
     # the quoted evidence is highlighted in its chunk, the chunk's markup escaped, never rendered
     assert ('# Zorblax&#10;&#10;<mark class="unirag-evidence">A zorblax &lt;b&gt;sings&lt;/b&gt; &amp; '
-            '&lt;img src=x&gt; in Quendor.</mark></pre>') in sources
-    # the chat shows the quote's markup as text (escaped for its Markdown); the turn keeps it raw
-    assert answer.startswith("“A zorblax &lt;b&gt;sings&lt;/b&gt; &amp; &lt;img src=x&gt; in Quendor.” [1]")
-    assert session["turns"][0][1].startswith("“A zorblax <b>sings</b> & <img src=x> in Quendor.” [1]")
-    assert "<b>" not in sources and "<img" not in sources
+            '&lt;iframe src=x&gt; in Quendor.</mark></pre>') in sources
+    # the chat shows the quote's markup as text (escaped for its Markdown; an inline tag such as
+    # <b> is left out of a quote's prose, `sentences.plain`); the turn keeps the quote as quoted
+    assert answer.startswith("“A zorblax sings &amp; &lt;iframe src=x&gt; in Quendor.” [1]")
+    assert session["turns"][0][1].startswith("“A zorblax sings & <iframe src=x> in Quendor.” [1]")
+    assert "<b>" not in sources and "<iframe" not in sources
     assert len(session["turns"]) == 1 and session["turns"][0][0] == QUESTION and box == ""
     assert start == new_session()  # the session passed in is never mutated
 
@@ -285,15 +286,15 @@ def test_browser_upload_ask_and_read_the_sources(server, tmp_path):
         assert css("#unirag-question textarea").get_attribute("value") == ""
         # a quoted document's markup stays text in the chat too
         bubble = css("#unirag-chat [data-testid='bot']")
-        assert not bubble.find_elements(By.CSS_SELECTOR, "img, script")
+        assert not bubble.find_elements(By.CSS_SELECTOR, "b, iframe, script")
 
         css("#unirag-sources-panel button.label-wrap").click()
         wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#unirag-sources pre")
                    and css("#unirag-sources pre").is_displayed())
         panel = css("#unirag-sources")
         assert "[1] zorblax.md > Zorblax" in panel.text
-        assert "# Zorblax\n\nA zorblax <b>sings</b> & <img src=x> in Quendor." in panel.text
-        assert not panel.find_elements(By.CSS_SELECTOR, "b, img, script")  # shown as text, never as HTML
+        assert "# Zorblax\n\nA zorblax <b>sings</b> & <iframe src=x> in Quendor." in panel.text
+        assert not panel.find_elements(By.CSS_SELECTOR, "b, iframe, script")  # shown as text, never as HTML
         if not answer.startswith("The documents don't say"):  # the random tiny model may abstain
             assert panel.find_elements(By.CSS_SELECTOR, "mark.unirag-evidence")  # the quoted evidence
 
