@@ -483,6 +483,11 @@ def reading_order(spans: Sequence[Span], lead: bool = True) -> list[Span]:
     return ordered
 
 
+def _overlaps(spans: Sequence[Span], hit: int, start: int, end: int) -> bool:
+    """Whether hits[hit].text[start:end] overlaps a span already chosen."""
+    return any(s.hit == hit and s.start < end and s.end > start for s in spans)
+
+
 def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[float]], null: float,
            max_words: int = MAX_WORDS, scorers: Sequence[str] = DEFAULT_SCORERS,
            whole_thoughts: bool = True, interleave: bool = True) -> Evidence:
@@ -494,8 +499,7 @@ def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[f
     covered: set[tuple[int, int]] = set()  # (hit, start) of units already inside a chosen span
     for i in offer_order(fused, scores, scorers, interleave):
         c = cands[i]
-        if (c.hit, c.unit.start) in covered or any(s.hit == c.hit and s.start <= c.unit.start < s.end
-                                                   for s in spans):
+        if (c.hit, c.unit.start) in covered or _overlaps(spans, c.hit, c.unit.start, c.unit.end):
             continue
         start, end, first, last = c.unit.start, c.unit.end, c.unit, c.unit
         # a definition's first sentence is quoted with the term it defines (and the dash that
@@ -517,7 +521,7 @@ def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[f
             start, first = c.previous.start, c.previous
         # a code line that opens with a name is quoted from the line that binds it, when that fits
         elif (whole_thoughts and c.binding is not None
-              and not any(s.hit == c.hit and s.start < c.unit.start and s.end > c.binding.start for s in spans)
+              and not _overlaps(spans, c.hit, c.binding.start, c.unit.start)
               and (word_count(hits[c.hit].text[c.binding.start:end]) + 1 + words <= max_words or not spans)):
             start, first = c.binding.start, c.binding
         # a unit that announces what follows is quoted with it (the code line or sentence it

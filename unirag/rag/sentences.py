@@ -42,7 +42,7 @@ CONTAINER_INDENT = 4  # how far such a body is indented
 # a line that frames a block and says nothing itself: a Docusaurus admonition's fences
 # (":::note Title", ":::"), a GitHub alert's type ("[!NOTE]")
 _FRAME = re.compile(r"[ \t]*(?::::+.*|\[![A-Za-z]+\][ \t]*)$")
-_CODE_SPAN = re.compile(r"`[^`\n]*`")
+_CODE_SPAN = re.compile(r"(`[^`\n]*`)")  # grouped: re.split keeps the spans
 _DELIMITER_ROW = re.compile(r"[ \t]*\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")  # "|---|:--:|"
 _SENTENCE_END = re.compile(r"[.!?]+[\"')\]]*(?=\s)")
 _WORD = re.compile(r"\S+")
@@ -270,7 +270,7 @@ def plain(text: str, code: bool = False) -> str:
             blank = True
             continue
         if not in_code:
-            parts = re.split(r"(`[^`\n]*`)", line)  # code spans sit at odd places
+            parts = _CODE_SPAN.split(line)  # code spans sit at odd places
             line = "".join(p if i % 2 else _INLINE_HTML.sub("", p) for i, p in enumerate(parts))
         if pieces:
             term = blank and last_prose and not in_code and _ENDS_TERM.search(pieces[-1])
