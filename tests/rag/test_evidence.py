@@ -277,6 +277,21 @@ def test_a_unit_announcing_what_follows_is_quoted_with_it(tiny):
     assert all(s.start != text.index("let x") for s in ev.spans[1:])  # not quoted twice
 
 
+def test_a_unit_of_a_span_that_did_not_fit_is_still_quoted_alone():
+    from unirag.rag.evidence import candidates
+
+    text = ("Variables are immutable by default in this language.\n\n## Shadowing\n\n"
+            "Repeat the keyword as follows:\n\n```rust\nlet spaces = spaces.len();\n```")
+    hit = Hit("a", 1.0, text, "a.md", "Variables")
+    cands = candidates([hit])
+    likelihood = [3.0, 2.0, 1.0]  # the first sentence, the announcing unit, the code line
+    ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, 21, ("likelihood",), interleave=False)
+    # after the first quote, the heading, the announcing unit and its code line together miss the
+    # budget by the dash after the heading; the code line, offered next, fits alone
+    assert [s.text for s in ev.spans] == ["Variables are immutable by default in this language.",
+                                         "let spaces = spaces.len();"]
+
+
 def test_an_announcing_unit_is_not_quoted_with_markup():
     from unirag.rag.evidence import candidates
 

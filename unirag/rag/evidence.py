@@ -531,13 +531,14 @@ def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[f
             extended = hits[c.hit].text[start:c.following.end]
             if word_count(extended) + 1 + c.heads + words <= max_words or not spans:
                 end, last = c.following.end, c.following
-                covered.add((c.hit, c.following.start))
         text = hits[c.hit].text[start:end]
         # the "[n]", and the dash that sets a term off from its definition
         n = word_count(text) + 1 + (first is c.term or first is c.title or last is not c.unit and c.heads)
         if spans and words + n > max_words:
             continue
-        covered.update({(c.hit, c.unit.start), (c.hit, start)})
+        # what the span holds is covered only once it is quoted: a span that did not fit leaves
+        # its units free to be quoted on their own
+        covered.update({(c.hit, c.unit.start), (c.hit, start), (c.hit, last.start)})
         spans.append(Span(c.hit, start, end, text, float(fused[i]), scores["likelihood"][i],
                           cut_before=first.cut_before, cut_after=last.cut_after, code=first.code))
         words += n
