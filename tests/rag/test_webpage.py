@@ -88,6 +88,24 @@ def test_a_list_of_the_pages_own_anchors_in_its_lead_is_its_table_of_contents():
     assert "- The tutorial\n\n- The reference" in html_to_markdown(f"<main><h1>Guide</h1>{related}{FAQ_BODY}</main>")[0]
 
 
+def test_a_long_list_or_table_of_the_pages_own_anchors_anywhere_is_an_index():
+    # Texinfo's one-page manuals end with indexes: a jump bar of letters, then a table of entries
+    names = [f"builtin{i}" for i in range(12)]
+    body = "".join(f'<dt id="{n}">{n}</dt><dd>What {n} does.</dd>' for n in names)
+    jump = '<table><tr><th>Jump to:</th><td>' + "".join(
+        f'<a class="summary-letter" href="#{n}"><b>{chr(65 + i)}</b></a> ' for i, n in enumerate(names * 2)) + "</td></tr></table>"
+    rows = "".join(f'<tr><th>{chr(65 + i)}</th></tr><tr><td><a href="#{n}"><code>{n}</code></a>:</td>'
+                   f'<td><a href="#{n}">Shell Builtin Commands</a></td></tr>' for i, n in enumerate(names))
+    index = f'<table class="index-bt"><tr><th>Index Entry</th><th>Section</th></tr>{rows}</table>'
+    text = html_to_markdown(f"<body><h1>Manual</h1><p>Intro.</p><h2>Builtins</h2><dl>{body}</dl>"
+                            f"<h2>Index</h2>{jump}{index}</body>")[0]
+    assert text.endswith("## Index") and "Jump to" not in text and "What builtin11 does." in text
+    # the same entries as a short list further down stay: a few names, each defined below
+    short = "".join(f'<tr><td><a href="#{n}">{n}</a></td></tr>' for n in names[:3])
+    assert "builtin2" in html_to_markdown(f"<body><h1>M</h1><p>I.</p><h2>B</h2><table>{short}</table>"
+                                          f"<dl>{body}</dl></body>")[0].split("What builtin0")[0]
+
+
 # a footnote's mark and its link back, as generators write them; the note's text stays
 @pytest.mark.parametrize("page", [
     # Sphinx (docutils): DPUB-ARIA roles, brackets in spans

@@ -6,8 +6,8 @@ furniture is decided by the HTML5 / ARIA landmarks that page generators emit (Sp
 Docusaurus, GitHub, hand-written pages): <main>, role="main", <article>; <nav>, <aside>,
 role="navigation", ... Generators older than landmarks (DocBook XSL, Texinfo) mark their
 navigation in other terms HTML defines, rel="next" links and accesskeys, and their tables of
-contents by a class or by being lists of links to the page's own anchors; a few rules below read
-those. No site-specific rules and no scoring of content, so what is dropped is predictable.
+contents and indexes by a class or by being lists (or tables) of links to the page's own anchors;
+a few rules below read those. No site-specific rules and no scoring of content, so what is dropped is predictable.
 Main-content extractors (trafilatura, readability) were measured against this on real
 documentation: benchmarks/html_reading.py.
 
@@ -195,46 +195,60 @@ class _Tally:
 
 # A page's own table of contents, where no role or class says so (a FAQ's list of its questions, a
 # hand-written "contents" list): a list in the page's lead, before its second heading, of at least
-# TOC_ITEMS items whose words are nearly all links to anchors on the page itself. Further down, such
-# a list is content: the flags a parameter accepts, the lints of a level, each defined below it.
+# TOC_ITEMS items whose words are nearly all links to anchors on the page itself. Further down, a
+# short such list is content: the flags a parameter accepts, the lints of a level, each defined
+# below it. A long one anywhere, list or table, is an index or a table of contents (Texinfo writes
+# its contents and its indexes of hundreds of entries so, by a class no other generator shares):
+# indexed, its chunks match any question's words and answer none; each entry's text is where it
+# points to.
 TOC_ITEMS = 2
 TOC_LINKED = 0.9  # share of the list's words inside links to the page's own anchors
-_LETTERED = re.compile(r"\w*[^\W\d_]\w*")  # a word with a letter in it
+INDEX_LINKS = 20  # links to the page's own anchors that make a list or table anywhere an index
+# a word of two characters or more with a letter in it: "2.1." numbers an entry, an index's
+# letter rows ("A", "B") group its entries; the entries' words are the links
+_LETTERED = re.compile(r"\w*[^\W\d_]\w*")
+_LISTS = {"ul": ("li",), "ol": ("li",), "dl": ("dt", "dd"), "table": ("tr",)}
 
 
-def _lead_contents(events: list[_Event], main: list[int]) -> set[int]:
-    """The indices of the events, among the main content's (`main`), of the lists that are the
-    page's table of contents (see above)."""
+def _contents(events: list[_Event], main: list[int]) -> set[int]:
+    """The indices of the events, among the main content's (`main`), of the lists and tables that
+    are the page's table of contents or an index (see above)."""
     anchors = {e.data.get(key, "") for e in events if e.kind == "start" for key in ("id", "name")} - {""}
     headings = [i for i in main if events[i].kind == "start" and events[i].tag in _HEADINGS]
-    lead = main[:main.index(headings[1])] if len(headings) > 1 else main
+    lead_end = headings[1] if len(headings) > 1 else len(events)
     contents: set[int] = set()
-    open_: list[list] = []  # per open list: [start, items, words, words in links to this page]
+    open_: list[list] = []  # per open list: [tag, start, items, words, words in links to this page, such links]
     links: list[bool] = []  # the open <a> elements: to an anchor of this page or not
-    for i in lead:
+    for i in main:
         event = events[i]
         if event.kind == "start":
-            if event.tag in ("ul", "ol", "dl"):
-                open_.append([i, 0, 0, 0])
-            elif event.tag in ("li", "dt", "dd") and open_:
-                open_[-1][1] += 1
+            if event.tag in _LISTS:
+                open_.append([event.tag, i, 0, 0, 0, 0])
+            elif open_ and event.tag in _LISTS[open_[-1][0]]:
+                open_[-1][2] += 1
             elif event.tag == "a":
                 href = event.data.get("href", "")
                 links.append("#" in href and href.split("#", 1)[1] in anchors)
+                if open_ and links[-1]:
+                    open_[-1][5] += 1
         elif event.kind == "end":
             if event.tag == "a" and links:
                 links.pop()
-            elif event.tag in ("ul", "ol", "dl") and open_:
-                start, items, words, linked = open_.pop()
-                if items >= TOC_ITEMS and words and linked >= TOC_LINKED * words:
+            elif event.tag in _LISTS and open_ and open_[-1][0] == event.tag:
+                _, start, items, words, linked, n_links = open_.pop()
+                unlinked = words - linked
+                lead_toc = start < lead_end and event.tag != "table" and items >= TOC_ITEMS
+                # an index's jump bar ("Jump to: A B C ...") links letters, with a label besides
+                index = n_links >= INDEX_LINKS and unlinked <= max(NAV_OTHER_WORDS, (1 - TOC_LINKED) * words)
+                if index or (lead_toc and words and linked >= TOC_LINKED * words):
                     contents.update(range(start, i + 1))
                 if open_:  # a nested list counts in the list holding it
-                    for k, n in enumerate((items, words, linked), 1):
+                    for k, n in enumerate((items, words, linked, n_links), 2):
                         open_[-1][k] += n
         elif open_:
-            n = len(_LETTERED.findall(event.data))  # "2.1." numbers an entry; its words are the link
-            open_[-1][2] += n
-            open_[-1][3] += n if links and links[-1] else 0
+            n = sum(len(word) > 1 for word in _LETTERED.findall(event.data))
+            open_[-1][3] += n
+            open_[-1][4] += n if links and links[-1] else 0
     return contents
 
 
@@ -450,7 +464,7 @@ def html_to_markdown(html: str) -> tuple[str, str]:
     out = _Markdown()
     events = _flagged_as_navigation(parser.events, _sequential_navigation(parser.events))
     main = _main_content(events)
-    left_out = _lead_contents(events, main) | _marks(events, main)  # both read once navigation is out
+    left_out = _contents(events, main) | _marks(events, main)  # both read once navigation is out
     for i in main:
         event = events[i]
         if i in left_out:
