@@ -20,6 +20,12 @@ def test_embed_shape_dtype_and_norm(tiny):
     assert not np.allclose(np.linalg.norm(raw, axis=1), 1.0)
 
 
+def test_embed_reports_each_batch_of_rows_once(tiny):
+    seen = []
+    tiny.embed(TEXTS, batch_size=3, on_batch=seen.append)
+    assert sorted(i for batch in seen for i in batch) == list(range(len(TEXTS)))
+
+
 @pytest.mark.parametrize("pooling", POOLINGS)
 def test_alone_equals_in_padded_batch(tiny, pooling):
     batch = tiny.embed(TEXTS, pooling=pooling, batch_size=4)

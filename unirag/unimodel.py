@@ -19,7 +19,7 @@ import functools
 import inspect
 import logging
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -204,13 +204,15 @@ class UniModel:
 
     def embed(self, texts: str | Sequence[str], pooling: str | None = None, batch_size: int | None = 32,
               instruction: str | None = None, normalize: bool = True, show_progress: bool = False,
-              max_batch_tokens: int | None = None) -> np.ndarray:
+              max_batch_tokens: int | None = None,
+              on_batch: Callable[[list[int]], None] | None = None) -> np.ndarray:
         """Embed texts into a float32 array (n, hidden_size); rows are L2-normalised by default.
 
         Texts run longest first; a batch ends at `batch_size` rows (None: no row limit) or
         before its padded size (rows x longest) would pass `max_batch_tokens` (None:
         `self.embed_batch_tokens`, by device type), so short texts share big batches and long
-        ones small batches, at a bounded memory cost.
+        ones small batches, at a bounded memory cost. `on_batch`, if given, is called after each
+        batch with the indices (into `texts`) of the rows it embedded: a caller's progress.
         """
         if isinstance(texts, str):
             texts = [texts]
@@ -230,6 +232,8 @@ class UniModel:
         for batch in batches:
             vectors = self._embed_batch([encoded[i] for i in batch])
             out[batch] = vectors
+            if on_batch is not None:
+                on_batch(batch)
         if normalize:
             out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
         return out

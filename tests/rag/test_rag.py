@@ -397,6 +397,15 @@ def test_ingest_is_incremental_and_idempotent(tiny, tmp_path):
     assert "notes.txt" not in {m["source"] for m in collection.get()["metadatas"]}
 
 
+def test_ingest_progress_counts_bytes_and_files(tiny, tmp_path, capsys):
+    docs = write_docs(tmp_path / "docs")
+    total = sum(p.stat().st_size for p in docs.rglob("*") if p.is_file() and p.suffix != ".png")
+    run_ingest(tiny, open_db(tiny, tmp_path / "db"), docs, settings=SMALL, progress=True)
+    bar = capsys.readouterr().err.replace("\r", "\n").strip().splitlines()[-1]
+    # a large file moves the bar as its chunks are embedded: the bar counts bytes, not files
+    assert f"{total}/{total}" in bar.replace("B", "") and "files=4/4" in bar
+
+
 def test_other_model_is_refused(tiny, tmp_path):
     docs = write_docs(tmp_path / "docs")
     collection = open_db(tiny, tmp_path / "db")

@@ -134,7 +134,7 @@ def ingest(model, collection, root: str | Path, *, settings: ChunkSettings = Chu
     todo = files[:max_files] if max_files is not None else files
     deferred = len(files) - len(todo)
     todo = share_of(todo, worker, workers)
-    run = _Run(model, collection, root, settings, batch_size, progress, total=len(todo))
+    run = _Run(model, collection, root, settings, batch_size, progress, todo)
     if worker == 0:
         run.summary.skipped, run.summary.ignored, run.summary.deferred = skipped, ignored, deferred
     try:
@@ -155,7 +155,7 @@ def ingest(model, collection, root: str | Path, *, settings: ChunkSettings = Chu
 class _Run:
     """State of one ingest run: what the collection holds under this root, and the pending batch."""
 
-    def __init__(self, model, collection, root: Path, settings, batch_size, progress, total):
+    def __init__(self, model, collection, root: Path, settings, batch_size, progress, todo: list[SourceFile]):
         from tqdm.auto import tqdm
 
         self.model, self.collection, self.settings, self.batch_size = model, collection, settings, batch_size
@@ -171,8 +171,13 @@ class _Run:
         self.pending: list[_Pending] = []
         self.summary = IngestSummary()
         self.pause = float(os.environ.get(PAUSE_ENV, "0") or 0)
-        self.bar = tqdm(total=total, unit="file", desc="ingest", disable=not progress, file=sys.stderr,
-                        dynamic_ncols=True)
+        # progress counts the files' bytes, not the files: one large file (a PDF, a single-page
+        # manual) is most of the work, and its chunks' embeddings move the bar as they are done
+        self.sizes = {f.source: max(_size(f), 1) for f in todo}
+        self.files, self.finished, self.done = len(todo), 0, 0.0
+        self.bar = tqdm(total=sum(self.sizes.values()), unit="B", unit_scale=True, desc="ingest",
+                        disable=not progress, file=sys.stderr, dynamic_ncols=True)
+        self.bar.set_postfix(files=f"0/{self.files}")
 
     def visit(self, file: SourceFile, max_file_bytes: int) -> None:
         old = self.existing.get(file.source, set())
@@ -189,8 +194,7 @@ class _Run:
                 self.summary.chunks_deleted += len(stale)
             else:
                 self.summary.unchanged += 1
-            self.bar.update(1)
-            return
+            return self.advance(self.sizes[file.source], file_done=True)
         doc = parse(file, data)
         if isinstance(doc, Skipped):
             return self.skip(doc, old)
@@ -215,15 +219,26 @@ class _Run:
             self.summary.chunks_deleted += len(old)
             skipped = Skipped(skipped.source, skipped.reason + " (its old chunks were removed)")
         self.summary.skipped.append(skipped)
-        self.bar.update(1)
+        self.advance(self.sizes.get(skipped.source, 0), file_done=True)
+
+    def advance(self, size: float, file_done: bool = False) -> None:
+        """Move the bar by `size` bytes of work (float: a chunk is a share of its file)."""
+        self.finished += file_done
+        before, self.done = self.done, self.done + size
+        self.bar.update(round(self.done) - round(before))
+        if file_done:
+            self.bar.set_postfix(files=f"{self.finished}/{self.files}", refresh=False)
 
     def flush(self) -> None:
         """Embed the pending chunks together; then per file: upsert, and only then delete stale ids."""
         if not self.pending:
             return
         texts = [text for p in self.pending for text in embed_texts(p.chunks, p.doc.title, self.settings)]
+        # each chunk's share of its file's bytes, for the bar
+        shares = [self.sizes[p.file.source] / len(p.chunks) for p in self.pending for _ in p.chunks]
         t0 = time.perf_counter()
-        vectors = self.model.embed(texts, pooling=self.pooling, batch_size=self.batch_size)
+        vectors = self.model.embed(texts, pooling=self.pooling, batch_size=self.batch_size,
+                                   on_batch=lambda rows: self.advance(sum(shares[i] for i in rows)))
         self.summary.embed_seconds += time.perf_counter() - t0
         if self.settings.embed_headings or self.settings.context_words:  # count labels and context too
             self.summary.tokens += sum(map(len, self.model.tokenizer(texts, add_special_tokens=False)["input_ids"]))
@@ -245,9 +260,10 @@ class _Run:
             (self.summary.changed if p.old_ids else self.summary.added).append(p.file.source)
             self.summary.chunks_written += n
             self.summary.chunks_deleted += len(stale)
-            self.bar.update(1)
+            self.advance(0, file_done=True)
         rate = self.summary.tokens / max(self.summary.embed_seconds, 1e-9)
-        self.bar.set_postfix(chunks=self.summary.chunks_written, tok_s=f"{rate:,.0f}")
+        self.bar.set_postfix(files=f"{self.finished}/{self.files}", chunks=self.summary.chunks_written,
+                             tok_s=f"{rate:,.0f}")
         self.pending = []
 
     def metadata(self, p: _Pending, chunk: Chunk, n: int) -> dict:
