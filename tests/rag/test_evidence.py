@@ -27,6 +27,10 @@ def texts(text):
     ("Use e.g. this one. Next.", [("Use e.g. this one.", False), ("Next.", False)]),
     ("It runs slower (eg. 20 times), ie. less. Next.", [("It runs slower (eg. 20 times), ie. less.", False),
                                                         ("Next.", False)]),
+    # a period standing alone, or in a word that opens brackets closed later, ends no sentence
+    ("A script run with . or source ends. Its key (M-. or M-_) too. (v2.) Next.",
+     [("A script run with . or source ends.", False), ("Its key (M-. or M-_) too.", False), ("(v2.)", False),
+      ("Next.", False)]),
     ("a hard-wrapped\nsentence goes on. End", [("a hard-wrapped\nsentence goes on.", False), ("End", False)]),
     ("# Title\n\nBody.", [("Body.", False)]),
     ("```\nfoo();\n\nbar();\n```\nAfter.", [("foo();", True), ("bar();", True), ("After.", False)]),

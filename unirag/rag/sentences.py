@@ -72,12 +72,22 @@ def _prose_units(text: str, start: int, end: int) -> list[Unit]:
     units, begin = [], start
     marker = LIST_ITEM.match(text[start:end])  # "1. " ends no sentence
     for match in _SENTENCE_END.finditer(text, start + marker.end() if marker else start, end):
-        if ABBREVIATION.search(text[max(begin, match.start() - 6):match.end()]):
+        if ABBREVIATION.search(text[max(begin, match.start() - 6):match.end()]) or _inside(text, begin, match, end):
             continue
         units.append(Unit(begin, match.end()))
         begin = match.end()
     units.append(Unit(begin, end))
     return [_strip(text, u) for u in units if text[u.start:u.end].strip()]
+
+
+def _inside(text: str, begin: int, match: re.Match, end: int) -> bool:
+    """Whether a sentence-end match is punctuation inside a sentence: a period standing alone
+    ("a script executed with . or source") names the `.` command, and one in a word that opens a
+    bracket closed later in the paragraph ("yank-last-arg (M-. or M-_)") is part of a key or name."""
+    if match.group(0).strip(".") != "" or match.start() == begin:
+        return False
+    word = text[begin:match.start()].rsplit(None, 1)[-1] if not text[match.start() - 1].isspace() else ""
+    return not word or ("(" in word and ")" not in word and ")" in text[match.end():end])
 
 
 def _strip(text: str, unit: Unit) -> Unit:
