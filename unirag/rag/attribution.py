@@ -15,6 +15,7 @@ attribute=False)` turns it off.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 
 MARKER = re.compile(r"\[\d+(?:\s*,\s*\d+)*\]")
@@ -39,14 +40,26 @@ def sentence_ends(text: str, start: int = 0, before: str = "") -> Iterator[re.Ma
         yield match
 
 
+_local = threading.local()
+
+
+def _stemmer():
+    """This thread's English stemmer: evidence calls `content_words` per unit, and a stemmer is
+    not safe to share between threads (the app answers in several)."""
+    if not hasattr(_local, "stemmer"):
+        import Stemmer
+
+        _local.stemmer = Stemmer.Stemmer("english")
+    return _local.stemmer
+
+
 def content_words(text: str) -> set[str]:
     """Lower-cased, stemmed words of 3+ letters that are not English stopwords."""
-    import Stemmer
     from bm25s.stopwords import STOPWORDS_EN
 
     words = [w.lower() for w in WORD.findall(text)]
     words = [w for w in words if len(w) >= 3 and w not in STOPWORDS_EN]
-    return set(Stemmer.Stemmer("english").stemWords(words))
+    return set(_stemmer().stemWords(words))
 
 
 def best_passage(sentence: str, passages: Sequence[set[str]], min_overlap: int = 2) -> int | None:
