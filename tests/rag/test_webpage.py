@@ -88,6 +88,11 @@ def test_a_list_of_the_pages_own_anchors_in_its_lead_is_its_table_of_contents():
     assert "- The tutorial\n\n- The reference" in html_to_markdown(f"<main><h1>Guide</h1>{related}{FAQ_BODY}</main>")[0]
 
 
+def test_a_table_row_opening_with_a_number_sign_is_no_heading():
+    page = "<body><h1>T</h1><table><tr><th>#</th><th>Name</th></tr><tr><td>1</td><td>Ann</td></tr></table></body>"
+    assert html_to_markdown(page)[0] == "# T\n\n| # | Name\n\n1 | Ann"
+
+
 def test_a_long_list_or_table_of_the_pages_own_anchors_anywhere_is_an_index():
     # Texinfo's one-page manuals end with indexes: a jump bar of letters, then a table of entries
     names = [f"builtin{i}" for i in range(12)]

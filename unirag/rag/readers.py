@@ -37,7 +37,8 @@ DEFAULT_MAX_BYTES = 20 * 1024 * 1024
 # Texinfo pages mark without landmarks, listings side by side in one block on lines of their own,
 # and code holding ``` anywhere fenced with ~~~ (`webpage.py`; 2 is the no-index pages' number below);
 # 4: footnote marks and their links back dropped; 5: a footnote's own number label too;
-# 6: indexes and long tables of contents dropped anywhere on the page
+# 6: indexes and long tables of contents dropped anywhere on the page, a row opening with a
+# "#" cell kept from reading as a heading
 # markdown 1: HTML comments dropped (outside code); 2: front matter read (title, description);
 # 3 (and mdx, notebook 1): footnote marks dropped (`strip_footnote_marks`)
 # rst 1: directives, literal blocks, roles and links read (`rst.py`), not only section titles;

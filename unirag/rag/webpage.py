@@ -403,6 +403,9 @@ class _Markdown:
         data = re.sub(r"\s+", " ", data)
         if self.out and self.out[-1].endswith(" ") or self._at_line_start():
             data = data.lstrip()
+            # a row whose first cell is "#" (a table's number column) would read as a heading
+            if self._cells and data.startswith("#") and re.fullmatch(r"\s*", "".join(self.out[-2:]).rsplit("\n", 1)[-1]):
+                data = "| " + data
         if data:
             self.out.append(data)
 
