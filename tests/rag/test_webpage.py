@@ -97,8 +97,9 @@ def test_a_long_list_or_table_of_the_pages_own_anchors_anywhere_is_an_index():
     # Texinfo's one-page manuals end with indexes: a jump bar of letters, then a table of entries
     names = [f"builtin{i}" for i in range(12)]
     body = "".join(f'<dt id="{n}">{n}</dt><dd>What {n} does.</dd>' for n in names)
-    jump = '<table><tr><th>Jump to:</th><td>' + "".join(
-        f'<a class="summary-letter" href="#{n}"><b>{chr(65 + i)}</b></a> ' for i, n in enumerate(names * 2)) + "</td></tr></table>"
+    letters = "".join(f'<a class="summary-letter" href="#{n}"><b>{chr(65 + i)}</b></a> '
+                      for i, n in enumerate(names * 2))
+    jump = f"<table><tr><th>Jump to:</th><td>{letters}</td></tr></table>"
     rows = "".join(f'<tr><th>{chr(65 + i)}</th></tr><tr><td><a href="#{n}"><code>{n}</code></a>:</td>'
                    f'<td><a href="#{n}">Shell Builtin Commands</a></td></tr>' for i, n in enumerate(names))
     index = f'<table class="index-bt"><tr><th>Index Entry</th><th>Section</th></tr>{rows}</table>'

@@ -7,7 +7,8 @@ Docusaurus, GitHub, hand-written pages): <main>, role="main", <article>; <nav>, 
 role="navigation", ... Generators older than landmarks (DocBook XSL, Texinfo) mark their
 navigation in other terms HTML defines, rel="next" links and accesskeys, and their tables of
 contents and indexes by a class or by being lists (or tables) of links to the page's own anchors;
-a few rules below read those. No site-specific rules and no scoring of content, so what is dropped is predictable.
+a few rules below read those. No site-specific rules and no scoring of content, so what is
+dropped is predictable.
 Main-content extractors (trafilatura, readability) were measured against this on real
 documentation: benchmarks/html_reading.py.
 
@@ -404,7 +405,8 @@ class _Markdown:
         if self.out and self.out[-1].endswith(" ") or self._at_line_start():
             data = data.lstrip()
             # a row whose first cell is "#" (a table's number column) would read as a heading
-            if self._cells and data.startswith("#") and re.fullmatch(r"\s*", "".join(self.out[-2:]).rsplit("\n", 1)[-1]):
+            line = "".join(self.out[-2:]).rsplit("\n", 1)[-1]
+            if self._cells and data.startswith("#") and not line.strip():
                 data = "| " + data
         if data:
             self.out.append(data)
