@@ -377,6 +377,8 @@ def test_the_draft_fits_the_context_window(tiny):
 @pytest.mark.parametrize("finder, text, expected", [
     ("term_of", "os.path.expanduser(path)\n\nOn Unix, return the argument with ~ replaced.", "os.path.expanduser(path)"),
     ("term_of", "Warning\n\nThe shlex module is only designed for Unix shells.", "Warning"),
+    # the term's other names right before it (an option's short form, a second signature)
+    ("term_of", "Options follow.\n\n-d\n\n--delete\n\nDelete a branch.", "-d\n\n--delete"),
     ("term_of", "Loops run code again.\n\nYou can also return from a loop.", None),        # a sentence, not a term
     ("term_of", "Source code: Lib/csv.py\n\nThe CSV format is common.", None),            # a "label: value" line
     ("term_of", "- first item\n\nThe list ends here.", None),                             # a list item
@@ -445,6 +447,21 @@ def test_a_term_is_quoted_with_the_definition_it_heads(tiny):
     ev = select(tiny, question, [hit], max_words=20, scorers=("lexical",))
     assert quote(ev.spans[0]) == "“`--log-level` — Set how many messages are printed.” [1]"
     assert all("messages" not in s.text for s in ev.spans[1:])  # the definition is not quoted twice
+
+
+def test_a_term_is_quoted_with_its_other_names():
+    from unirag.rag.evidence import candidates
+
+    text = "Options follow.\n\n-d\n\n--delete-branch\n\nDelete a branch.\n\n-m\n\n--move\n\nMove a branch."
+    hit = Hit("a", 1.0, text, "git-branch.html", "OPTIONS")
+    cands = candidates([hit])
+    by_text = {c.text: i for i, c in enumerate(cands)}
+    for first in ("Delete a branch.", "--delete-branch"):  # the definition offered first, or its term
+        likelihood = [0.0] * len(cands)
+        likelihood[by_text[first]] = 3.0
+        ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, 30, ("likelihood",), interleave=False)
+        assert quote(ev.spans[0]) == "“-d, --delete-branch — Delete a branch.” [1]"
+        assert all("-d" not in s.text.split() for s in ev.spans[1:])  # not quoted twice
 
 
 def test_a_sentence_that_opens_a_section_is_quoted_with_a_heading_it_leaves_its_subject_to():

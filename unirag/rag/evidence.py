@@ -151,12 +151,14 @@ class _Candidate:
     # it is the term of the next unit (`term_of`): alone it names a thing ("`--build-project`",
     # "os.path.expanduser(path)") and says nothing of it
     heads: bool = False
+    names: Unit | None = None  # where it heads one, the whole term, its other names before it ("-d")
 
 
 # markup that says nothing by itself: HTML tags, template includes ({{#include ...}}), link
 # reference definitions ([name]: url), file paths
 _MARKUP = re.compile(r"<[^>]*>|\{\{.*?(?:\}\}|$)|^.*?\}\}|^\s*\[[^\]]+\]:\s*\S+\s*$|\S*/\S*", re.MULTILINE)
 _WORD_OF_LETTERS = re.compile(r"[A-Za-z]{2,}")
+_LETTER = re.compile(r"[A-Za-z]")
 MIN_WORDS = 2  # a unit with fewer words of letters once markup is removed is not quoted
 
 
@@ -204,6 +206,21 @@ MAX_TERM_WORDS = 12
 _ENDS_LIKE_PROSE = re.compile(r"[.!?:;,]\s*$")
 
 
+def _term_line(text: str, units: Sequence[Unit], k: int, before: Unit | None, alias: bool = False) -> bool:
+    """Whether units[k] can be a term: a paragraph of its own (the next unit, `before`, after a
+    paragraph break), short, not a sentence, list item or "label: value" line, its brackets
+    balanced and a word of letters in it once markup is taken out (`alias`, another name above
+    a term: a letter, as in "-d")."""
+    term = units[k]
+    words = text[term.start:term.end]
+    standalone = (term.start == 0 or text[:term.start].endswith("\n\n")) and \
+        (before is None or text[term.end:before.start].count("\n") >= 2)
+    return not (term.code or not standalone or _ENDS_LIKE_PROSE.search(words) or ": " in words
+                or LIST_ITEM.match(words) or word_count(words) > MAX_TERM_WORDS
+                or words.count("(") != words.count(")")
+                or not (_LETTER if alias else _WORD_OF_LETTERS).search(_MARKUP.sub(" ", words)))
+
+
 def term_of(text: str, units: Sequence[Unit], j: int) -> Unit | None:
     """The term whose definition units[j] opens, if any: the unit before it when that is a
     paragraph of its own, short (at most MAX_TERM_WORDS words), not a sentence, list item or
@@ -211,20 +228,19 @@ def term_of(text: str, units: Sequence[Unit], j: int) -> Unit | None:
     term) and a word of letters once markup is taken out. Reference pages put the name being
     defined there ("os.path.expanduser(path)", "list.append(x)", "Warning") and start its body
     with a sentence that never names it ("Return the argument with ~ replaced ..."):
-    quoted alone, that sentence does not say what it is about."""
+    quoted alone, that sentence does not say what it is about. Such paragraphs right before it
+    are the same term's other names ("-d" above "--delete", a second signature): the term takes
+    them in while it stays within MAX_TERM_WORDS words."""
     if (j == 0 or units[j].code or not text[units[j].start:units[j].start + 1].isalnum()
             or LIST_ITEM.match(text[units[j].start:units[j].end])):  # "1. Run it." is a step, no body
         return None
-    term = units[j - 1]
-    words = text[term.start:term.end]
-    standalone = (term.start == 0 or text[:term.start].endswith("\n\n")) and \
-        text[term.end:units[j].start].count("\n") >= 2
-    if (term.code or not standalone or _ENDS_LIKE_PROSE.search(words) or ": " in words
-            or LIST_ITEM.match(words) or word_count(words) > MAX_TERM_WORDS
-            or words.count("(") != words.count(")")
-            or not _WORD_OF_LETTERS.search(_MARKUP.sub(" ", words))):
+    if not _term_line(text, units, j - 1, units[j]):
         return None
-    return term
+    first = j - 1
+    while (first > 0 and _term_line(text, units, first - 1, units[first], alias=True)
+           and word_count(text[units[first - 1].start:units[j - 1].end]) <= MAX_TERM_WORDS):
+        first -= 1
+    return Unit(units[first].start, units[j - 1].end)
 
 
 def title_of(text: str, units: Sequence[Unit], j: int) -> Unit | None:
@@ -333,11 +349,12 @@ def candidates(hits: Sequence, skip_tails: bool = True) -> list[_Candidate]:
                 if not (says_something(shown) if following.code else quotable(shown)):
                     following = None
             heads = j + 1 < len(units) and terms[j + 1] is not None
+            names = terms[j + 1] if heads and terms[j + 1].start < unit.start else None
             out.append(_Candidate(i, unit, text, hit.text[lo:hi], hit.heading, following,
                                   terms[j], sentence_before(hit.text, units, j),
                                   # a term names what it defines: it needs no heading
                                   title=None if heads else title_of(hit.text, units, j), heads=heads,
-                                  binding=binding_of(hit.text, units, j)))
+                                  binding=binding_of(hit.text, units, j), names=names))
     return out
 
 
@@ -524,6 +541,9 @@ def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[f
               and not _overlaps(spans, c.hit, c.binding.start, c.unit.start)
               and (word_count(hits[c.hit].text[c.binding.start:end]) + 1 + words <= max_words or not spans)):
             start, first = c.binding.start, c.binding
+        # a term is quoted with its other names before it ("-d" above "--delete")
+        elif whole_thoughts and c.names is not None and not _overlaps(spans, c.hit, c.names.start, c.unit.start):
+            start = c.names.start
         # a unit that announces what follows is quoted with it (the code line or sentence it
         # introduces), and a term with the first sentence of the definition it heads, when that fits
         if (whole_thoughts and (announces(c.text) or c.heads) and c.following is not None

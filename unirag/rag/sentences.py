@@ -269,8 +269,8 @@ def plain(text: str, code: bool = False) -> str:
     term set off from the definition it heads by a dash, and without inline HTML tags in its
     prose. `code`: the text opens with a code line; code lines (those after a fence line too)
     keep their tags, and a blank line between them is no term's break."""
-    pieces: list[str] = []
-    in_code, last_prose, blank = code, None, False  # last_prose: the last non-blank line was prose
+    lines: list[tuple[str, bool, bool]] = []  # (line, a blank line before it, code)
+    in_code, blank = code, False
     for line in text.split("\n"):
         line = _LINE_QUOTE_MARKS.sub("", line)
         if _FENCE_LINE.match(line):
@@ -282,11 +282,19 @@ def plain(text: str, code: bool = False) -> str:
         if not in_code:
             parts = _CODE_SPAN.split(line)  # code spans sit at odd places
             line = "".join(p if i % 2 else _INLINE_HTML.sub("", p) for i, p in enumerate(parts))
-        if pieces:
-            term = blank and last_prose and not in_code and _ENDS_TERM.search(pieces[-1])
-            pieces.append(" — " if term else " ")
+        lines.append((line, blank, in_code))
+        blank = False
+
+    def ends_term(k: int) -> bool:  # lines[k] is prose set off by a blank line from the prose after it
+        return (k + 1 < len(lines) and lines[k + 1][1] and not lines[k][2] and not lines[k + 1][2]
+                and bool(_ENDS_TERM.search(lines[k][0])))
+
+    pieces: list[str] = []
+    for k, (line, _, _) in enumerate(lines):
+        if k:
+            # a term's other names before it ("-d", then "--delete") are set apart by commas
+            pieces.append((", " if ends_term(k) else " — ") if ends_term(k - 1) else " ")
         pieces.append(line)
-        last_prose, blank = not in_code, False
     text = " ".join(_INLINE_LINK.sub(r"\1", _REFERENCE_LINK.sub(r"\1", "".join(pieces))).split())
     return _TRAILING_PIPE.sub("", _BULLET.sub("", text))
 
