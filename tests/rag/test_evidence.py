@@ -462,6 +462,11 @@ def test_a_term_is_quoted_with_its_other_names():
         ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, 30, ("likelihood",), interleave=False)
         assert quote(ev.spans[0]) == "“-d, --delete-branch — Delete a branch.” [1]"
         assert all("-d" not in s.text.split() for s in ev.spans[1:])  # not quoted twice
+    # where the definition does not fit after an earlier quote, the term is quoted alone
+    likelihood = [0.0] * len(cands)
+    likelihood[by_text["Options follow."]], likelihood[by_text["--delete-branch"]] = 3.0, 2.0
+    ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, 5, ("likelihood",), interleave=False)
+    assert [quote(s) for s in ev.spans] == ["“Options follow.” [1]", "“--delete-branch” [1]"]
 
 
 def test_a_sentence_that_opens_a_section_is_quoted_with_a_heading_it_leaves_its_subject_to():

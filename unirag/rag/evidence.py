@@ -541,16 +541,18 @@ def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[f
               and not _overlaps(spans, c.hit, c.binding.start, c.unit.start)
               and (word_count(hits[c.hit].text[c.binding.start:end]) + 1 + words <= max_words or not spans)):
             start, first = c.binding.start, c.binding
-        # a term is quoted with its other names before it ("-d" above "--delete")
-        elif whole_thoughts and c.names is not None and not _overlaps(spans, c.hit, c.names.start, c.unit.start):
-            start = c.names.start
         # a unit that announces what follows is quoted with it (the code line or sentence it
         # introduces), and a term with the first sentence of the definition it heads, when that fits
         if (whole_thoughts and (announces(c.text) or c.heads) and c.following is not None
                 and (c.hit, c.following.start) not in covered):
-            extended = hits[c.hit].text[start:c.following.end]
-            if word_count(extended) + 1 + c.heads + words <= max_words or not spans:
-                end, last = c.following.end, c.following
+            # a term comes with its other names before it ("-d" above "--delete") where they fit
+            named = (c.names.start if c.names is not None and start == c.unit.start
+                     and not _overlaps(spans, c.hit, c.names.start, c.unit.start) else start)
+            for begin in dict.fromkeys((named, start)):
+                extended = hits[c.hit].text[begin:c.following.end]
+                if word_count(extended) + 1 + c.heads + words <= max_words or not spans:
+                    start, end, last = begin, c.following.end, c.following
+                    break
         text = hits[c.hit].text[start:end]
         # the "[n]", and the dash that sets a term off from its definition
         n = word_count(text) + 1 + (first is c.term or first is c.title or last is not c.unit and c.heads)
