@@ -148,10 +148,10 @@ class _Candidate:
     previous: Unit | None = None  # the sentence before it in its paragraph (`sentence_before`), if any
     title: Unit | None = None  # the heading of the section it opens (`title_of`), if it needs one
     binding: Unit | None = None  # the line binding the name a code line opens with (`binding_of`)
-    # it is the term of the next unit (`term_of`): alone it names a thing ("`--build-project`",
-    # "os.path.expanduser(path)") and says nothing of it
-    heads: bool = False
-    names: Unit | None = None  # where it heads one, the whole term, its other names before it ("-d")
+    # where it is (the last line of) the term of the next unit (`term_of`), that whole term, its
+    # other names above it included ("-d" above "--delete"): alone it names a thing
+    # ("`--build-project`", "os.path.expanduser(path)") and says nothing of it
+    heads: Unit | None = None
 
 
 # markup that says nothing by itself: HTML tags, template includes ({{#include ...}}), link
@@ -206,15 +206,15 @@ MAX_TERM_WORDS = 12
 _ENDS_LIKE_PROSE = re.compile(r"[.!?:;,]\s*$")
 
 
-def _term_line(text: str, units: Sequence[Unit], k: int, before: Unit | None, alias: bool = False) -> bool:
-    """Whether units[k] can be a term: a paragraph of its own (the next unit, `before`, after a
-    paragraph break), short, not a sentence, list item or "label: value" line, its brackets
+def _term_line(text: str, units: Sequence[Unit], k: int, alias: bool = False) -> bool:
+    """Whether units[k] can be a term: a paragraph of its own (units[k + 1] after a paragraph
+    break), short, not a sentence, list item or "label: value" line, its brackets
     balanced and a word of letters in it once markup is taken out (`alias`, another name above
     a term: a letter, as in "-d")."""
     term = units[k]
     words = text[term.start:term.end]
     standalone = (term.start == 0 or text[:term.start].endswith("\n\n")) and \
-        (before is None or text[term.end:before.start].count("\n") >= 2)
+        text[term.end:units[k + 1].start].count("\n") >= 2
     return not (term.code or not standalone or _ENDS_LIKE_PROSE.search(words) or ": " in words
                 or LIST_ITEM.match(words) or word_count(words) > MAX_TERM_WORDS
                 or words.count("(") != words.count(")")
@@ -234,10 +234,10 @@ def term_of(text: str, units: Sequence[Unit], j: int) -> Unit | None:
     if (j == 0 or units[j].code or not text[units[j].start:units[j].start + 1].isalnum()
             or LIST_ITEM.match(text[units[j].start:units[j].end])):  # "1. Run it." is a step, no body
         return None
-    if not _term_line(text, units, j - 1, units[j]):
+    if not _term_line(text, units, j - 1):
         return None
     first = j - 1
-    while (first > 0 and _term_line(text, units, first - 1, units[first], alias=True)
+    while (first > 0 and _term_line(text, units, first - 1, alias=True)
            and word_count(text[units[first - 1].start:units[j - 1].end]) <= MAX_TERM_WORDS):
         first -= 1
     return Unit(units[first].start, units[j - 1].end)
@@ -348,13 +348,12 @@ def candidates(hits: Sequence, skip_tails: bool = True) -> list[_Candidate]:
                 shown = hit.text[following.start:following.end]
                 if not (says_something(shown) if following.code else quotable(shown)):
                     following = None
-            heads = j + 1 < len(units) and terms[j + 1] is not None
-            names = terms[j + 1] if heads and terms[j + 1].start < unit.start else None
+            heads = terms[j + 1] if j + 1 < len(units) else None
             out.append(_Candidate(i, unit, text, hit.text[lo:hi], hit.heading, following,
                                   terms[j], sentence_before(hit.text, units, j),
                                   # a term names what it defines: it needs no heading
-                                  title=None if heads else title_of(hit.text, units, j), heads=heads,
-                                  binding=binding_of(hit.text, units, j), names=names))
+                                  title=None if heads is not None else title_of(hit.text, units, j),
+                                  binding=binding_of(hit.text, units, j), heads=heads))
     return out
 
 
@@ -513,16 +512,15 @@ def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[f
         return Evidence([], float("-inf"), passage_likelihood=(float("-inf"),) * len(hits))
     fused = fuse(scores, scorers)
     spans, words = [], 0
-    covered: set[tuple[int, int]] = set()  # (hit, start) of units already inside a chosen span
     for i in offer_order(fused, scores, scorers, interleave):
         c = cands[i]
-        if (c.hit, c.unit.start) in covered or _overlaps(spans, c.hit, c.unit.start, c.unit.end):
+        if _overlaps(spans, c.hit, c.unit.start, c.unit.end):
             continue
         start, end, first, last = c.unit.start, c.unit.end, c.unit, c.unit
         # a definition's first sentence is quoted with the term it defines (and the dash that
         # sets the term off); where the two do not fit, it is not quoted: alone it never says
         # what it is about ("Return the argument with ~ replaced ...")
-        if whole_thoughts and c.term is not None and (c.hit, c.term.start) not in covered:
+        if whole_thoughts and c.term is not None and not _overlaps(spans, c.hit, c.term.start, c.term.end):
             if word_count(hits[c.hit].text[c.term.start:end]) + 2 + words > max_words and spans:
                 continue
             start, first = c.term.start, c.term
@@ -533,7 +531,7 @@ def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[f
             start, first = c.title.start, c.title
         # a unit that points back is quoted with the sentence it points to, when that fits
         elif (whole_thoughts and c.previous is not None and points_back(c.text)
-              and (c.hit, c.previous.start) not in covered
+              and not _overlaps(spans, c.hit, c.previous.start, c.previous.end)
               and (word_count(hits[c.hit].text[c.previous.start:end]) + 1 + words <= max_words or not spans)):
             start, first = c.previous.start, c.previous
         # a code line that opens with a name is quoted from the line that binds it, when that fits
@@ -543,24 +541,22 @@ def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[f
             start, first = c.binding.start, c.binding
         # a unit that announces what follows is quoted with it (the code line or sentence it
         # introduces), and a term with the first sentence of the definition it heads, when that fits
-        if (whole_thoughts and (announces(c.text) or c.heads) and c.following is not None
-                and (c.hit, c.following.start) not in covered):
+        if (whole_thoughts and (announces(c.text) or c.heads is not None) and c.following is not None
+                and not _overlaps(spans, c.hit, c.following.start, c.following.end)):
             # a term comes with its other names before it ("-d" above "--delete") where they fit
-            named = (c.names.start if c.names is not None and start == c.unit.start
-                     and not _overlaps(spans, c.hit, c.names.start, c.unit.start) else start)
+            named = (c.heads.start if c.heads is not None and start == c.unit.start
+                     and not _overlaps(spans, c.hit, c.heads.start, c.unit.start) else start)
             for begin in dict.fromkeys((named, start)):
                 extended = hits[c.hit].text[begin:c.following.end]
-                if word_count(extended) + 1 + c.heads + words <= max_words or not spans:
+                if word_count(extended) + 1 + (c.heads is not None) + words <= max_words or not spans:
                     start, end, last = begin, c.following.end, c.following
                     break
         text = hits[c.hit].text[start:end]
         # the "[n]", and the dash that sets a term off from its definition
-        n = word_count(text) + 1 + (first is c.term or first is c.title or last is not c.unit and c.heads)
+        dash = first is c.term or first is c.title or last is not c.unit and c.heads is not None
+        n = word_count(text) + 1 + dash
         if spans and words + n > max_words:
             continue
-        # what the span holds is covered only once it is quoted: a span that did not fit leaves
-        # its units free to be quoted on their own
-        covered.update({(c.hit, c.unit.start), (c.hit, start), (c.hit, last.start)})
         spans.append(Span(c.hit, start, end, text, float(fused[i]), scores["likelihood"][i],
                           cut_before=first.cut_before, cut_after=last.cut_after, code=first.code))
         words += n
