@@ -126,6 +126,7 @@ def test_answer_variants_parse_names_scorers_and_abstention():
     assert list(variants) == ["default", "extractive@likelihood+rank", "chunks", "both@noabstain"]
     assert variants["extractive@likelihood+rank"].scorers == ("likelihood", "rank")
     assert variants["chunks"].answer == "generated" and not variants["chunks"].focused
+    assert not variants["chunks"].needs_evidence  # the flow before evidence selection: no unit scoring at all
     never = variants["both@noabstain"]
     assert never.abstain_below is None and never.abstain_answer_below is None and never.abstain_similarity_below is None
     relevance_only = rag_eval.answer_variants("extractive@noanswergain")["extractive@noanswergain"]

@@ -197,7 +197,7 @@ def rag(
                                                  "many times the retrieval order (as `ask` does).")] = LIKELIHOOD_WEIGHT,
     expand: ExpandOpt = "none",
     query_prefix: Annotated[Optional[str], typer.Option(help="Text the dense search embeds before each question "
-                                                        "(default: the adapter's own, usually none).")] = None,
+                                                        "(default: the adapter's own; \"Question: \" for the shipped one).")] = None,
     reference: ReferenceOpt = None,
     answers: Annotated[int, typer.Option(min=0, help="Also answer the first N questions through the ask flow and "
                                          "score them (gold keys where the set has them, citations, time).")] = 0,

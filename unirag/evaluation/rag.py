@@ -171,7 +171,7 @@ def answer_variants(names: str | Sequence[str]) -> dict[str, Any]:
     table = {"default": base, "extractive": replace(base, answer="extractive"),
              "generated": replace(base, answer="generated"), "both": replace(base, answer="both"),
              "chunks": replace(base, answer="generated", focused=False, max_new_tokens=160, abstain_below=None,
-                                abstain_answer_below=None)}
+                                abstain_answer_below=None, abstain_similarity_below=None)}
     names = [n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)
     out = {}
     for name in filter(None, names):
