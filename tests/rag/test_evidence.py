@@ -224,7 +224,7 @@ def test_bad_settings_are_user_errors(kwargs, message):
     ("}", False),
 ])
 def test_quotable_units_say_something_in_words(text, expected):
-    from unirag.rag.evidence import quotable
+    from unirag.rag.whole_thoughts import quotable
 
     assert quotable(text) is expected
 
@@ -235,7 +235,8 @@ def test_quotable_units_say_something_in_words(text, expected):
     ("Valgrind handles such programs.", False), ("Use `x?` to pass the error on.", False),
 ])
 def test_a_question_is_never_quoted_as_evidence(text, expected):
-    from unirag.rag.evidence import asks, candidates
+    from unirag.rag.evidence import candidates
+    from unirag.rag.whole_thoughts import asks
 
     assert asks(text) is expected
     hit = Hit("a", 1.0, f"Run it under the tool. {text}", "faq.md")
@@ -395,11 +396,11 @@ def test_the_draft_fits_the_context_window(tiny):
     ("sentence_before", "That means order is kept.", None),                               # nothing before
 ])
 def test_whole_thoughts_find_the_unit_quoted_before_one(finder, text, expected):
-    from unirag.rag import evidence
+    from unirag.rag import whole_thoughts
     from unirag.rag.sentences import split_units
 
     units = split_units(text)
-    found = getattr(evidence, finder)(text, units, len(units) - 1)
+    found = getattr(whole_thoughts, finder)(text, units, len(units) - 1)
     assert (found and text[found.start:found.end]) == expected
 
 
@@ -508,7 +509,7 @@ def test_a_sentence_that_opens_a_section_is_quoted_with_a_heading_it_leaves_its_
     ("The item after this one is empty.", False),
 ])
 def test_points_back_reads_the_opening_words(text, expected):
-    from unirag.rag.evidence import points_back
+    from unirag.rag.whole_thoughts import points_back
 
     assert points_back(text) is expected
 

@@ -22,11 +22,13 @@ The chosen scorers' rankings are fused by reciprocal rank (the fusion hybrid sea
 are offered to the word budget in turns (`offer_order`): the fusion's best, then the best of
 each LEADERS scorer's own ranking not yet offered, then the fusion's next, and so on; each is
 taken while it fits `max_words`, counted with one word more for the "[n]" it will be quoted
-with; a unit ending in ":" is quoted with the unit it introduces, a sentence that opens the body
-of a definition with the term it defines (`term_of`) or not at all, and such a term with that
-sentence where it fits (alone, it still names what to use); where they fit, a section's first
-sentence after the heading it leaves its subject to (`title_of`), and a code line after the line
-that binds the name it opens with (`binding_of`).
+with. Units that do not stand alone are quoted with what they need (`whole_thoughts.py`): a
+sentence that opens the body of a definition with the term it defines (`term_of`) or not at
+all, and such a term with that sentence where it fits (alone, it still names what to use);
+where the pair fits or as the first quote, a unit ending in ":" with the unit it introduces, a
+unit that points back with the sentence before it (`sentence_before`) and a code line after the
+line that binds the name it opens with (`binding_of`); where it fits, a section's first
+sentence after the heading it leaves its subject to (`title_of`).
 `relevance` is the best unit's query likelihood minus the question's likelihood after an empty
 passage: how much the evidence explains the question, comparable across questions, which is
 what abstention thresholds; `answer_gain`, the best unit's "answer" score, is
@@ -40,7 +42,6 @@ embedding); the answer's "after the question" half is a second pass, on the ques
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -48,10 +49,11 @@ import numpy as np
 
 from ..scoring import read, shared_context_loglikelihoods
 from .attribution import content_words
-from .chunking import FENCE
 from .loops import until_repeat
 from .pipeline import fit
-from .sentences import HEADING, LIST_ITEM, Unit, split_units, word_count
+from .sentences import Unit, split_units, word_count
+from .whole_thoughts import (announces, asks, binding_of, points_back, quotable, says_something, sentence_before,
+                             starts_mid_sentence, term_of, title_of)
 
 SCORERS = ("likelihood", "embedding", "draft", "answer", "lexical", "rank")
 # chosen on the two dev sets with the rerank's default weight (docs/RESULTS.md, "Answers"): once the
@@ -154,171 +156,8 @@ class _Candidate:
     heads: Unit | None = None
 
 
-# markup that says nothing by itself: HTML tags, template includes ({{#include ...}}), link
-# reference definitions ([name]: url), file paths
-_MARKUP = re.compile(r"<[^>]*>|\{\{.*?(?:\}\}|$)|^.*?\}\}|^\s*\[[^\]]+\]:\s*\S+\s*$|\S*/\S*", re.MULTILINE)
-_WORD_OF_LETTERS = re.compile(r"[A-Za-z]{2,}")
-_LETTER = re.compile(r"[A-Za-z]")
-MIN_WORDS = 2  # a unit with fewer words of letters once markup is removed is not quoted
-
-
 def _normal(text: str) -> str:
     return " ".join(text.split()).lower()
-
-
-def quotable(text: str) -> bool:
-    """Whether a unit says something in words: at least MIN_WORDS words of letters remain once
-    markup (tags, includes, link definitions, paths) is taken out."""
-    return len(_WORD_OF_LETTERS.findall(_MARKUP.sub(" ", text))) >= MIN_WORDS
-
-
-_ASKS = re.compile(r"\?[\"'”’)\]*_`]*\s*$")  # a question mark, then at most closing marks
-
-
-def asks(text: str) -> bool:
-    """Whether a prose unit is a question ("Does Valgrind handle such programs?", a FAQ's entry,
-    a heading-like "What's happening?"): it restates what the user asks and answers nothing, so
-    it is never quoted as evidence."""
-    return bool(_ASKS.search(text))
-
-
-# what may stand before a sentence's first letter: code spans, emphasis, links, quotes, brackets
-_LEADING_MARKUP = re.compile(r"^[`*_\[(\"“‘']+")
-
-
-def says_something(code: str) -> bool:
-    """Whether a code line holds code once markup is taken out: a template include
-    ("{{#rustdoc_include ../listings/...}}") names a file, it shows none of it."""
-    return bool(_MARKUP.sub(" ", code).strip())
-
-
-def starts_mid_sentence(text: str, unit: Unit, first: bool) -> bool:
-    """Whether a chunk's first unit is the tail of a sentence its chunk's edge cut: it opens the
-    chunk's text (a unit after the section's heading line starts the section) and its first
-    letter, after any markup ("`max` in the corresponding arm."), is lower-case. A fragment such
-    as "read for a reply." says nothing alone."""
-    if not first or unit.code or text[:unit.start].strip():
-        return False
-    return _LEADING_MARKUP.sub("", text[unit.start:unit.end])[:1].islower()
-
-
-MAX_TERM_WORDS = 12
-_ENDS_LIKE_PROSE = re.compile(r"[.!?:;,]\s*$")
-
-
-def _term_line(text: str, units: Sequence[Unit], k: int, alias: bool = False) -> bool:
-    """Whether units[k] can be a term: a paragraph of its own (units[k + 1] after a paragraph
-    break), short, not a sentence, list item or "label: value" line, its brackets
-    balanced and a word of letters in it once markup is taken out (`alias`, another name above
-    a term: a letter, as in "-d")."""
-    term = units[k]
-    words = text[term.start:term.end]
-    standalone = (term.start == 0 or text[:term.start].endswith("\n\n")) and \
-        text[term.end:units[k + 1].start].count("\n") >= 2
-    return not (term.code or not standalone or _ENDS_LIKE_PROSE.search(words) or ": " in words
-                or LIST_ITEM.match(words) or word_count(words) > MAX_TERM_WORDS
-                or words.count("(") != words.count(")")
-                or not (_LETTER if alias else _WORD_OF_LETTERS).search(_MARKUP.sub(" ", words)))
-
-
-def term_of(text: str, units: Sequence[Unit], j: int) -> Unit | None:
-    """The term whose definition units[j] opens, if any: the unit before it when that is a
-    paragraph of its own, short (at most MAX_TERM_WORDS words), not a sentence, list item or
-    "label: value" line, with its brackets balanced (a signature the chunk's edge cut is not a
-    term) and a word of letters once markup is taken out. Reference pages put the name being
-    defined there ("os.path.expanduser(path)", "list.append(x)", "Warning") and start its body
-    with a sentence that never names it ("Return the argument with ~ replaced ..."):
-    quoted alone, that sentence does not say what it is about. Such paragraphs right before it
-    are the same term's other names ("-d" above "--delete", a second signature): the term takes
-    them in while it stays within MAX_TERM_WORDS words."""
-    if (j == 0 or units[j].code or not text[units[j].start:units[j].start + 1].isalnum()
-            or LIST_ITEM.match(text[units[j].start:units[j].end])):  # "1. Run it." is a step, no body
-        return None
-    if not _term_line(text, units, j - 1):
-        return None
-    first = j - 1
-    while (first > 0 and _term_line(text, units, first - 1, alias=True)
-           and word_count(text[units[first - 1].start:units[j - 1].end]) <= MAX_TERM_WORDS):
-        first -= 1
-    return Unit(units[first].start, units[j - 1].end)
-
-
-def title_of(text: str, units: Sequence[Unit], j: int) -> Unit | None:
-    """The heading of the section units[j] opens, if any: the line before it is a heading (only
-    blank lines between), short (at most MAX_TERM_WORDS words), and the sentence shares no content
-    word with it. Such a sentence often leaves its subject to the heading ("### X-Frame-Options"
-    then "Prevents external sites from embedding your site in an `iframe`."): quoted alone, it
-    does not say what it is about. A sentence that names the heading's words needs no heading."""
-    if units[j].code or not text[units[j].start:units[j].start + 1].isalnum() \
-            or LIST_ITEM.match(text[units[j].start:units[j].end]):
-        return None
-    gap = text[units[j - 1].end if j else 0:units[j].start]
-    lines = [line for line in gap.split("\n") if line.strip()]
-    if not lines or not HEADING.match(lines[-1]):
-        return None
-    line = lines[-1]
-    title = re.match(r"\s*#+\s*(.*?)(?:\s+#+)?\s*$", line).group(1)
-    words = content_words(title)
-    if (not words or word_count(title) > MAX_TERM_WORDS
-            or words & content_words(text[units[j].start:units[j].end])):
-        return None
-    start = units[j].start - len(gap) + gap.rindex(line) + line.index(title)
-    return Unit(start, start + len(title))
-
-
-# a code line that opens with a name it calls a method of or indexes ("group.add_argument(...)",
-# ">>> queue.popleft()", "v.push(5);"), and a line that binds a name ("group = ...", "let mut v = ...")
-_USES_NAME = re.compile(r"^\s*(?:(?:>>>|\.\.\.)\s+)?([A-Za-z_]\w*)\s*[.\[]")
-_BINDS = r"^\s*(?:(?:>>>|\.\.\.)\s+)?(?:(?:let|const|var|auto)\s+(?:mut\s+)?)?{}\s*(?::[^=\n]+)?=(?!=)"
-_FENCE_IN = re.compile(FENCE.pattern, re.MULTILINE)  # a fence line anywhere in a stretch of text
-
-
-def binding_of(text: str, units: Sequence[Unit], j: int) -> Unit | None:
-    """The line that binds the name a code line opens with, if that is an earlier line of the same
-    code block ("group = parser.add_mutually_exclusive_group()" for
-    "group.add_argument('-v', action='store_true')"): quoted alone, the line leaves out what the
-    name is, which is often what the question asks for."""
-    if not units[j].code:
-        return None
-    used = _USES_NAME.match(text[units[j].start:units[j].end])
-    if used is None:
-        return None
-    binds = re.compile(_BINDS.format(re.escape(used.group(1))))
-    for k in range(j - 1, -1, -1):
-        if not units[k].code or _FENCE_IN.search(text, units[k].end, units[k + 1].start):
-            return None  # the block starts after it
-        if binds.match(text[units[k].start:units[k].end]):
-            return units[k]
-    return None
-
-
-# openers that point back to the sentence before: "That means ...", "So, ...", "It ...", "Also ..."
-_POINTS_BACK = re.compile(r"^[\s>*+-]*(?:this|that|these|those|it|its|they|them|their|such|so|thus|hence|"
-                          r"therefore|otherwise|however|but|also|instead|then|likewise|similarly|"
-                          r"in other words|as a result)\b", re.IGNORECASE)
-
-
-def points_back(text: str) -> bool:
-    """Whether a unit opens by pointing back to what came before ("That means that when multiple
-    records have the same key, their original order is preserved."): quoted alone, it leaves out
-    what it is about, which the sentence before says ("Sorts are guaranteed to be stable.")."""
-    return bool(_POINTS_BACK.match(text))
-
-
-_PARAGRAPH_BREAK = re.compile(r"\n[ \t>]*\n")  # a blank line, in a blockquote or not
-
-
-def sentence_before(text: str, units: Sequence[Unit], j: int) -> Unit | None:
-    """The prose unit just before units[j] in the same paragraph, if any and if it is whole (not
-    a sentence tail that the chunk's edge cut, not a piece of a longer sentence)."""
-    if j == 0 or units[j].code or units[j].cut_before:
-        return None
-    before = units[j - 1]
-    if (before.code or before.cut_before or _PARAGRAPH_BREAK.search(text, before.end, units[j].start)
-            or starts_mid_sentence(text, before, j - 1 == 0)
-            or not quotable(text[before.start:before.end])):
-        return None
-    return before
 
 
 def candidates(hits: Sequence, skip_tails: bool = True) -> list[_Candidate]:
@@ -355,12 +194,6 @@ def candidates(hits: Sequence, skip_tails: bool = True) -> list[_Candidate]:
                                   title=None if heads is not None else title_of(hit.text, units, j),
                                   binding=binding_of(hit.text, units, j), heads=heads))
     return out
-
-
-def announces(text: str) -> bool:
-    """Whether a unit introduces what comes next ("... as follows:", "For example:"): quoted
-    alone it promises an answer it does not hold."""
-    return text.rstrip().endswith(":")
 
 
 def _ranks(values: Sequence[float]) -> np.ndarray:

@@ -14,7 +14,7 @@ not know Sphinx's directives and roles without Sphinx); it rewrites the construc
   -> "New in version 3.1: ..." as Sphinx renders them;
 - object descriptions (`.. function:: name(args)`, `.. option:: -G <generator>`, any directive
   not named here) -> the signature as a paragraph of its own in a code span, then its body: the
-  layout of a term and its definition that the evidence quotes together (`evidence.term_of`);
+  layout of a term and its definition that the evidence quotes together (`whole_thoughts.term_of`);
 - directives that show nothing by themselves (`toctree`, `index`, `raw`, `image`, comments, link
   targets, substitution definitions) are dropped, as is an `include` or `literalinclude` that
   the reader could not read in place (`includes.py` replaces the others by the text they name); `only` and other containers

@@ -1,0 +1,190 @@
+"""Whole thoughts: what a unit of a chunk needs around it to be read alone, and which units say
+nothing alone.
+
+Why: evidence selection quotes units (sentences, code lines: `sentences.py`) cut out of their
+passage, and many do not stand alone. A definition's body never names what it defines ("Return
+the argument with ~ replaced ..."), a section's first sentence may leave its subject to the
+heading, "That means ..." points back to the sentence before it, a code line opening with a name
+leaves out what the name is, and a unit ending in ":" promises what comes next. Each function
+here finds, from a chunk's text and its units, the unit such a unit is quoted with (`term_of`,
+`title_of`, `sentence_before`, `binding_of`) or says which kind it is (`points_back`,
+`announces`); `quotable`, `asks`, `says_something` and `starts_mid_sentence` say which units are
+not worth quoting at all. `evidence.py` builds its candidates and joins its quotes with them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from .attribution import content_words
+from .chunking import FENCE
+from .sentences import HEADING, LIST_ITEM, Unit, word_count
+
+# markup that says nothing by itself: HTML tags, template includes ({{#include ...}}), link
+# reference definitions ([name]: url), file paths
+_MARKUP = re.compile(r"<[^>]*>|\{\{.*?(?:\}\}|$)|^.*?\}\}|^\s*\[[^\]]+\]:\s*\S+\s*$|\S*/\S*", re.MULTILINE)
+_WORD_OF_LETTERS = re.compile(r"[A-Za-z]{2,}")
+_LETTER = re.compile(r"[A-Za-z]")
+MIN_WORDS = 2  # a unit with fewer words of letters once markup is removed is not quoted
+
+
+def quotable(text: str) -> bool:
+    """Whether a unit says something in words: at least MIN_WORDS words of letters remain once
+    markup (tags, includes, link definitions, paths) is taken out."""
+    return len(_WORD_OF_LETTERS.findall(_MARKUP.sub(" ", text))) >= MIN_WORDS
+
+
+_ASKS = re.compile(r"\?[\"'”’)\]*_`]*\s*$")  # a question mark, then at most closing marks
+
+
+def asks(text: str) -> bool:
+    """Whether a prose unit is a question ("Does Valgrind handle such programs?", a FAQ's entry,
+    a heading-like "What's happening?"): it restates what the user asks and answers nothing, so
+    it is never quoted as evidence."""
+    return bool(_ASKS.search(text))
+
+
+# what may stand before a sentence's first letter: code spans, emphasis, links, quotes, brackets
+_LEADING_MARKUP = re.compile(r"^[`*_\[(\"“‘']+")
+
+
+def says_something(code: str) -> bool:
+    """Whether a code line holds code once markup is taken out: a template include
+    ("{{#rustdoc_include ../listings/...}}") names a file, it shows none of it."""
+    return bool(_MARKUP.sub(" ", code).strip())
+
+
+def starts_mid_sentence(text: str, unit: Unit, first: bool) -> bool:
+    """Whether a chunk's first unit is the tail of a sentence its chunk's edge cut: it opens the
+    chunk's text (a unit after the section's heading line starts the section) and its first
+    letter, after any markup ("`max` in the corresponding arm."), is lower-case. A fragment such
+    as "read for a reply." says nothing alone."""
+    if not first or unit.code or text[:unit.start].strip():
+        return False
+    return _LEADING_MARKUP.sub("", text[unit.start:unit.end])[:1].islower()
+
+
+MAX_TERM_WORDS = 12
+_ENDS_LIKE_PROSE = re.compile(r"[.!?:;,]\s*$")
+
+
+def _term_line(text: str, units: Sequence[Unit], k: int, alias: bool = False) -> bool:
+    """Whether units[k] can be a term: a paragraph of its own (units[k + 1] after a paragraph
+    break), short, not a sentence, list item or "label: value" line, its brackets
+    balanced and a word of letters in it once markup is taken out (`alias`, another name above
+    a term: a letter, as in "-d")."""
+    term = units[k]
+    words = text[term.start:term.end]
+    standalone = (term.start == 0 or text[:term.start].endswith("\n\n")) and \
+        text[term.end:units[k + 1].start].count("\n") >= 2
+    return not (term.code or not standalone or _ENDS_LIKE_PROSE.search(words) or ": " in words
+                or LIST_ITEM.match(words) or word_count(words) > MAX_TERM_WORDS
+                or words.count("(") != words.count(")")
+                or not (_LETTER if alias else _WORD_OF_LETTERS).search(_MARKUP.sub(" ", words)))
+
+
+def term_of(text: str, units: Sequence[Unit], j: int) -> Unit | None:
+    """The term whose definition units[j] opens, if any: the unit before it when that is a
+    paragraph of its own, short (at most MAX_TERM_WORDS words), not a sentence, list item or
+    "label: value" line, with its brackets balanced (a signature the chunk's edge cut is not a
+    term) and a word of letters once markup is taken out. Reference pages put the name being
+    defined there ("os.path.expanduser(path)", "list.append(x)", "Warning") and start its body
+    with a sentence that never names it ("Return the argument with ~ replaced ..."):
+    quoted alone, that sentence does not say what it is about. Such paragraphs right before it
+    are the same term's other names ("-d" above "--delete", a second signature): the term takes
+    them in while it stays within MAX_TERM_WORDS words."""
+    if (j == 0 or units[j].code or not text[units[j].start:units[j].start + 1].isalnum()
+            or LIST_ITEM.match(text[units[j].start:units[j].end])):  # "1. Run it." is a step, no body
+        return None
+    if not _term_line(text, units, j - 1):
+        return None
+    first = j - 1
+    while (first > 0 and _term_line(text, units, first - 1, alias=True)
+           and word_count(text[units[first - 1].start:units[j - 1].end]) <= MAX_TERM_WORDS):
+        first -= 1
+    return Unit(units[first].start, units[j - 1].end)
+
+
+def title_of(text: str, units: Sequence[Unit], j: int) -> Unit | None:
+    """The heading of the section units[j] opens, if any: the line before it is a heading (only
+    blank lines between), short (at most MAX_TERM_WORDS words), and the sentence shares no content
+    word with it. Such a sentence often leaves its subject to the heading ("### X-Frame-Options"
+    then "Prevents external sites from embedding your site in an `iframe`."): quoted alone, it
+    does not say what it is about. A sentence that names the heading's words needs no heading."""
+    if units[j].code or not text[units[j].start:units[j].start + 1].isalnum() \
+            or LIST_ITEM.match(text[units[j].start:units[j].end]):
+        return None
+    gap = text[units[j - 1].end if j else 0:units[j].start]
+    lines = [line for line in gap.split("\n") if line.strip()]
+    if not lines or not HEADING.match(lines[-1]):
+        return None
+    line = lines[-1]
+    title = re.match(r"\s*#+\s*(.*?)(?:\s+#+)?\s*$", line).group(1)
+    words = content_words(title)
+    if (not words or word_count(title) > MAX_TERM_WORDS
+            or words & content_words(text[units[j].start:units[j].end])):
+        return None
+    start = units[j].start - len(gap) + gap.rindex(line) + line.index(title)
+    return Unit(start, start + len(title))
+
+
+# a code line that opens with a name it calls a method of or indexes ("group.add_argument(...)",
+# ">>> queue.popleft()", "v.push(5);"), and a line that binds a name ("group = ...", "let mut v = ...")
+_USES_NAME = re.compile(r"^\s*(?:(?:>>>|\.\.\.)\s+)?([A-Za-z_]\w*)\s*[.\[]")
+_BINDS = r"^\s*(?:(?:>>>|\.\.\.)\s+)?(?:(?:let|const|var|auto)\s+(?:mut\s+)?)?{}\s*(?::[^=\n]+)?=(?!=)"
+_FENCE_IN = re.compile(FENCE.pattern, re.MULTILINE)  # a fence line anywhere in a stretch of text
+
+
+def binding_of(text: str, units: Sequence[Unit], j: int) -> Unit | None:
+    """The line that binds the name a code line opens with, if that is an earlier line of the same
+    code block ("group = parser.add_mutually_exclusive_group()" for
+    "group.add_argument('-v', action='store_true')"): quoted alone, the line leaves out what the
+    name is, which is often what the question asks for."""
+    if not units[j].code:
+        return None
+    used = _USES_NAME.match(text[units[j].start:units[j].end])
+    if used is None:
+        return None
+    binds = re.compile(_BINDS.format(re.escape(used.group(1))))
+    for k in range(j - 1, -1, -1):
+        if not units[k].code or _FENCE_IN.search(text, units[k].end, units[k + 1].start):
+            return None  # the block starts after it
+        if binds.match(text[units[k].start:units[k].end]):
+            return units[k]
+    return None
+
+
+# openers that point back to the sentence before: "That means ...", "So, ...", "It ...", "Also ..."
+_POINTS_BACK = re.compile(r"^[\s>*+-]*(?:this|that|these|those|it|its|they|them|their|such|so|thus|hence|"
+                          r"therefore|otherwise|however|but|also|instead|then|likewise|similarly|"
+                          r"in other words|as a result)\b", re.IGNORECASE)
+
+
+def points_back(text: str) -> bool:
+    """Whether a unit opens by pointing back to what came before ("That means that when multiple
+    records have the same key, their original order is preserved."): quoted alone, it leaves out
+    what it is about, which the sentence before says ("Sorts are guaranteed to be stable.")."""
+    return bool(_POINTS_BACK.match(text))
+
+
+_PARAGRAPH_BREAK = re.compile(r"\n[ \t>]*\n")  # a blank line, in a blockquote or not
+
+
+def sentence_before(text: str, units: Sequence[Unit], j: int) -> Unit | None:
+    """The prose unit just before units[j] in the same paragraph, if any and if it is whole (not
+    a sentence tail that the chunk's edge cut, not a piece of a longer sentence)."""
+    if j == 0 or units[j].code or units[j].cut_before:
+        return None
+    before = units[j - 1]
+    if (before.code or before.cut_before or _PARAGRAPH_BREAK.search(text, before.end, units[j].start)
+            or starts_mid_sentence(text, before, j - 1 == 0)
+            or not quotable(text[before.start:before.end])):
+        return None
+    return before
+
+
+def announces(text: str) -> bool:
+    """Whether a unit introduces what comes next ("... as follows:", "For example:"): quoted
+    alone it promises an answer it does not hold."""
+    return text.rstrip().endswith(":")
