@@ -31,6 +31,9 @@ def texts(text):
     ("A script run with . or source ends. Its key (M-. or M-_) too. (v2.) Next.",
      [("A script run with . or source ends.", False), ("Its key (M-. or M-_) too.", False), ("(v2.)", False),
       ("Next.", False)]),
+    # ... or one inside brackets the sentence opened, with a lower-case word after it
+    ("Yank it (see M-. or M-_) here. (It works.) Next.",
+     [("Yank it (see M-. or M-_) here.", False), ("(It works.)", False), ("Next.", False)]),
     ("a hard-wrapped\nsentence goes on. End", [("a hard-wrapped\nsentence goes on.", False), ("End", False)]),
     ("# Title\n\nBody.", [("Body.", False)]),
     ("```\nfoo();\n\nbar();\n```\nAfter.", [("foo();", True), ("bar();", True), ("After.", False)]),

@@ -82,12 +82,18 @@ def _prose_units(text: str, start: int, end: int) -> list[Unit]:
 
 def _inside(text: str, begin: int, match: re.Match, end: int) -> bool:
     """Whether a sentence-end match is punctuation inside a sentence: a period standing alone
-    ("a script executed with . or source") names the `.` command, and one in a word that opens a
-    bracket closed later in the paragraph ("yank-last-arg (M-. or M-_)") is part of a key or name."""
+    ("a script executed with . or source") names the `.` command, one in a word that opens a
+    bracket closed later in the paragraph ("yank-last-arg (M-. or M-_)") is part of a key or name,
+    and so is one inside a bracket the sentence opened, closed later, with a lower-case word after
+    it ("(see M-. or M-_)")."""
     if match.group(0).strip(".") != "" or match.start() == begin:
         return False
-    word = text[begin:match.start()].rsplit(None, 1)[-1] if not text[match.start() - 1].isspace() else ""
-    return not word or ("(" in word and ")" not in word and ")" in text[match.end():end])
+    before = text[begin:match.start()]
+    word = before.rsplit(None, 1)[-1] if not text[match.start() - 1].isspace() else ""
+    closed_later = ")" in text[match.end():end]
+    opened = before.count("(") > before.count(")")
+    return (not word or ("(" in word and ")" not in word and closed_later)
+            or (opened and closed_later and text[match.end():end].lstrip()[:1].islower()))
 
 
 def _strip(text: str, unit: Unit) -> Unit:
