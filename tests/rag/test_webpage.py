@@ -3,6 +3,8 @@ than HTML5 landmarks mark in other ways, and footnote marks."""
 
 import pytest
 
+from unirag.rag.chunking import split_sections
+from unirag.rag.sentences import plain
 from unirag.rag.webpage import html_to_markdown
 
 BODY = "<h2>2.1 Getting started</h2><p>Compile your program with -g first.</p>"
@@ -88,9 +90,15 @@ def test_a_list_of_the_pages_own_anchors_in_its_lead_is_its_table_of_contents():
     assert "- The tutorial\n\n- The reference" in html_to_markdown(f"<main><h1>Guide</h1>{related}{FAQ_BODY}</main>")[0]
 
 
-def test_a_table_row_opening_with_a_number_sign_is_no_heading():
+def test_a_line_of_text_opening_with_a_number_sign_is_no_heading():
     page = "<body><h1>T</h1><table><tr><th>#</th><th>Name</th></tr><tr><td>1</td><td>Ann</td></tr></table></body>"
     assert html_to_markdown(page)[0] == "# T\n\n| # | Name\n\n1 | Ann"
+    # a paragraph too: escaped as Markdown escapes it, and quoted without the escape
+    text = html_to_markdown("<body><h1>T</h1><p># of retries is set by <code>--retries</code>.</p>"
+                            "<ul><li># stays in a list item</li></ul></body>")[0]
+    assert text == "# T\n\n\\# of retries is set by --retries.\n\n- # stays in a list item"
+    assert [heading for heading, _ in split_sections(text)] == [[(1, "T")]]
+    assert plain(text.split("\n\n")[1]) == "# of retries is set by --retries."
 
 
 def test_a_long_list_or_table_of_the_pages_own_anchors_anywhere_is_an_index():

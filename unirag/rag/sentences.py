@@ -260,6 +260,7 @@ _LINE_QUOTE_MARKS = re.compile(r"^[ \t]*(?:>(?!>>)[ \t]?)+", re.MULTILINE)
 # of the passage ("- Run it.", "2. Run it." and "| Run it." read "Run it.")
 _BULLET = re.compile(r"^(?:[-*+•|]|\d+[.)])[ \t]+")
 _TRAILING_PIPE = re.compile(r"[ \t]+\|$")  # a table row's closing pipe
+_ESCAPED_HASH = re.compile(r"^\\(?=#)")  # "\# of retries": a "#" that opens a line of text, not a heading
 # inline HTML that Markdown passes through to the page, where it is markup, not words: a caption's
 # or filename's <span>, <kbd>, <sup>, an anchor's <a name="...">, a comment. Only the inline
 # elements Markdown authors use, so that prose about tags ("the '<' in '<html>'") keeps them
@@ -286,6 +287,7 @@ def plain(text: str, code: bool = False) -> str:
             blank = True
             continue
         if not in_code:
+            line = _ESCAPED_HASH.sub("", line)
             parts = _CODE_SPAN.split(line)  # code spans sit at odd places
             line = "".join(p if i % 2 else _INLINE_HTML.sub("", p) for i, p in enumerate(parts))
         lines.append((line, blank, in_code))

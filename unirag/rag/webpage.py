@@ -332,6 +332,9 @@ def _main_content(events: list[_Event]) -> list[int]:
     return []
 
 
+_HEADING_MARK = re.compile(r"#{1,6}(?:\s|$)")  # what opens a Markdown heading line ("#include" does not)
+
+
 class _Markdown:
     """Renders events as text: h1-h6 become `#` headings, <pre> a fenced block, block tags line breaks."""
 
@@ -404,10 +407,12 @@ class _Markdown:
         data = re.sub(r"\s+", " ", data)
         if self.out and self.out[-1].endswith(" ") or self._at_line_start():
             data = data.lstrip()
-            # a row whose first cell is "#" (a table's number column) would read as a heading
+            # a line of text opening with "#" would read as a Markdown heading, which HTML did not
+            # make it ("# of retries ...", a table's number column "# | Name"): a row is opened
+            # with its pipe, other text with Markdown's escape (`sentences.plain` drops it)
             line = "".join(self.out[-2:]).rsplit("\n", 1)[-1]
-            if self._cells and data.startswith("#") and not line.strip():
-                data = "| " + data
+            if _HEADING_MARK.match(data) and not line.strip():
+                data = ("| " if self._cells else "\\") + data
         if data:
             self.out.append(data)
 
