@@ -88,12 +88,14 @@ def _inside(text: str, begin: int, match: re.Match, end: int) -> bool:
     it ("(see M-. or M-_)")."""
     if match.group(0).strip(".") != "" or match.start() == begin:
         return False
-    before = text[begin:match.start()]
+    before, after = text[begin:match.start()], text[match.end():end]
     word = before.rsplit(None, 1)[-1] if not text[match.start() - 1].isspace() else ""
-    closed_later = ")" in text[match.end():end]
-    opened = before.count("(") > before.count(")")
-    return (not word or ("(" in word and ")" not in word and closed_later)
-            or (opened and closed_later and text[match.end():end].lstrip()[:1].islower()))
+    if not word:
+        return True
+    if ")" not in after:
+        return False
+    return ("(" in word and ")" not in word
+            or before.count("(") > before.count(")") and after.lstrip()[:1].islower())
 
 
 def _strip(text: str, unit: Unit) -> Unit:
