@@ -162,3 +162,37 @@ def test_superscripts_and_links_that_are_no_footnote_marks_are_kept():
             '<p>E = mc<sup>2</sup>, see section <a href="#sec">2</a> and <sup><a href="#n">the note</a></sup>.</p>')
     assert html_to_markdown(f"<body><main>{page}</main></body>")[0] == \
         "## Coroutines\n\nE = mc2, see section 2 and the note."
+
+
+def test_a_list_items_paragraph_opens_on_its_bullets_line():
+    # Sphinx and loose Markdown lists write <li><p>; a bullet on a line of its own reads as an empty item
+    page = ("<main><p>Components:</p><ul><li><p>Loggers expose the interface.</p></li>"
+            "<li><div><p>Handlers send records.</p></div></li></ul></main>")
+    assert html_to_markdown(page)[0] == "Components:\n\n- Loggers expose the interface.\n\n- Handlers send records."
+
+
+# a hand-written site without landmarks (SQLite's pages): a menu, a tagline, then the page's title and
+# its table of contents as blocks of one link each, a toggle labelling them
+SECTIONS = ["Getting Started", "Output Modes", "Reading Files", "Writing Files", "Shell Scripts", "Extensions"]
+HAND_WRITTEN_HEADER = (
+    '<div class="nosearch"><a href="index.html"><img alt="Logo" src="logo.gif"></a>'
+    '<div class="tagline">Small. Fast.<br>Choose any two.</div><div class="menu"><ul>'
+    '<li><a href="index.html">Home</a><li><a href="about.html">About</a><li><a href="docs.html">Documentation</a>'
+    '<li><a href="javascript:void(0)">Search</a></ul></div></div>'
+    '<div class="fancy"><div class="fancy_title">Command Line Shell</div><div class="fancy_toc">'
+    '<a onclick="toggle_toc()">► Table Of Contents</a><div id="toc_sub">'
+    + "".join(f'<div class="toc1"><a href="#s{i}">{i}. {name}</a></div>' for i, name in enumerate(SECTIONS, 1))
+    + '</div></div>')
+BODY_SECTIONS = "".join(f'<h2 id="s{i}">{i}. {name}</h2><p>About {name.lower()}.</p>' for i, name in enumerate(SECTIONS, 1))
+
+
+def test_a_menu_before_the_first_heading_and_a_block_of_the_pages_own_anchors_are_furniture():
+    text = html_to_markdown(f"<body>{HAND_WRITTEN_HEADER}{BODY_SECTIONS}</div></body>")[0]
+    assert text.startswith("Command Line Shell\n\n## 1. Getting Started\n\nAbout getting started.\n\n## 2. Output")
+    assert text.count("Output Modes") == 1 and "Small" not in text and "Home" not in text
+    # after the first heading, a list of links to other pages is content: related pages, what to read next
+    related = '<ul><li><a href="a.html">Tutorial</a></li><li><a href="b.html">Reference</a></li><li><a href="c.html">FAQ</a></li></ul>'
+    assert "- Tutorial\n\n- Reference\n\n- FAQ" in html_to_markdown(f"<body><h1>T</h1><p>See:</p>{related}</body>")[0]
+    # and a block that holds the page's words with two of its anchors is no table of contents
+    lead = '<div><p>Read <a href="#s1">getting started</a> and <a href="#s2">output modes</a> before you begin.</p></div>'
+    assert "before you begin" in html_to_markdown(f"<body>{lead}{BODY_SECTIONS}</body>")[0]

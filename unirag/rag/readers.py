@@ -46,7 +46,7 @@ DEFAULT_MAX_BYTES = 20 * 1024 * 1024
 # 2: include directives read in place (`includes.py`)
 # pdf 1: running headers, footers and page numbers dropped, headings found by type size (`pdf.py`);
 # 2: paragraphs found by their spacing, monospace lines fenced as code
-READER_FORMATS = {"html": 7, "markdown": 3, "mdx": 1, "notebook": 1, "pdf": 2, "rst": 2}
+READER_FORMATS = {"html": 8, "markdown": 3, "mdx": 1, "notebook": 1, "pdf": 2, "rst": 2}
 # a page that asks not to be indexed is skipped. Such pages have a number of their own, so that
 # ingest drops the chunks an earlier reading stored for them
 NOINDEX_FORMAT = 2

@@ -195,61 +195,96 @@ class _Tally:
 
 
 # A page's own table of contents, where no role or class says so (a FAQ's list of its questions, a
-# hand-written "contents" list): a list in the page's lead, before its second heading, of at least
-# TOC_ITEMS items whose words are nearly all links to anchors on the page itself. Further down, a
-# short such list is content: the flags a parameter accepts, the lints of a level, each defined
-# below it. A long one anywhere, list or table, is an index or a table of contents (Texinfo writes
-# its contents and its indexes of hundreds of entries so, by a class no other generator shares):
-# indexed, its chunks match any question's words and answer none; each entry's text is where it
-# points to.
+# hand-written "contents" list, a block of one link per line): a list or block in the page's lead,
+# before its second heading, of at least TOC_ITEMS items (a block: links) whose words are nearly
+# all links to anchors on the page itself; a block, unlike a list, also holds no more than
+# NAV_OTHER_WORDS words besides (its "Table of Contents" label), so that one holding the page's
+# title or lead with its contents is not taken whole. Further down, a short such list is content:
+# the flags a parameter accepts, the lints of a level, each defined below it. A long one anywhere,
+# list or table, is an index or a table of contents (Texinfo writes its contents and its indexes
+# of hundreds of entries so, by a class no other generator shares): indexed, its chunks match any
+# question's words and answer none; each entry's text is where it points to.
+# Before the page's first heading, a list or block of at least MENU_LINKS links to anywhere, with
+# no more than NAV_OTHER_WORDS words besides, is the site's menu (hand-written sites older than
+# landmarks: "Home About Documentation Download ..."), on every page and answering nothing.
 TOC_ITEMS = 2
 TOC_LINKED = 0.9  # share of the list's words inside links to the page's own anchors
 INDEX_LINKS = 20  # links to the page's own anchors that make a list or table anywhere an index
+MENU_LINKS = 3
 # a word of two characters or more with a letter in it: "2.1." numbers an entry, an index's
 # letter rows ("A", "B") group its entries; the entries' words are the links
 _LETTERED = re.compile(r"\w*[^\W\d_]\w*")
-_LISTS = {"ul": ("li",), "ol": ("li",), "dl": ("dt", "dd"), "table": ("tr",)}
+_LISTS = {"ul": ("li",), "ol": ("li",), "dl": ("dt", "dd"), "table": ("tr",), "div": ()}
+
+
+class _LinkTally:
+    """What an open list or block holds: items, words, and the words and links that point to the
+    page's own anchors (`own`) or anywhere (`any`)."""
+
+    __slots__ = ("tag", "start", "items", "words", "own_words", "own_links", "any_words", "any_links")
+
+    def __init__(self, tag: str, start: int):
+        self.tag, self.start = tag, start
+        self.items = self.words = self.own_words = self.own_links = self.any_words = self.any_links = 0
+
+    def add(self, inner: "_LinkTally") -> None:  # a nested list counts in the list holding it
+        for name in self.__slots__[2:]:
+            setattr(self, name, getattr(self, name) + getattr(inner, name))
+
+    def contents(self, in_lead: bool) -> bool:
+        """Whether it is the page's table of contents or an index (see above)."""
+        own_unlinked = self.words - self.own_words
+        if self.own_links >= INDEX_LINKS and self.tag != "div" and \
+                own_unlinked <= max(NAV_OTHER_WORDS, (1 - TOC_LINKED) * self.words):
+            return True  # an index's jump bar ("Jump to: A B C ...") links letters, with a label besides
+        items = self.own_links if self.tag == "div" else self.items
+        return (in_lead and self.tag != "table" and items >= TOC_ITEMS and self.words > 0
+                and self.own_words >= TOC_LINKED * self.words
+                and (self.tag != "div" or own_unlinked <= NAV_OTHER_WORDS))
+
+    def menu(self) -> bool:
+        """Whether, before the page's first heading, it is the site's menu (see above)."""
+        return self.any_links >= MENU_LINKS and self.words - self.any_words <= NAV_OTHER_WORDS
 
 
 def _contents(events: list[_Event], main: list[int]) -> set[int]:
-    """The indices of the events, among the main content's (`main`), of the lists and tables that
-    are the page's table of contents or an index (see above)."""
+    """The indices of the events, among the main content's (`main`), of the lists and blocks that
+    are the page's table of contents, an index or the site's menu (see above)."""
     anchors = {e.data.get(key, "") for e in events if e.kind == "start" for key in ("id", "name")} - {""}
     headings = [i for i in main if events[i].kind == "start" and events[i].tag in _HEADINGS]
     lead_end = headings[1] if len(headings) > 1 else len(events)
+    first_heading = headings[0] if headings else -1
     contents: set[int] = set()
-    open_: list[list] = []  # per open list: [tag, start, items, words, words in links to this page, such links]
-    links: list[bool] = []  # the open <a> elements: to an anchor of this page or not
+    open_: list[_LinkTally] = []
+    links: list[tuple[bool, bool]] = []  # the open <a> elements: (a link at all, to an anchor of this page)
     for i in main:
         event = events[i]
         if event.kind == "start":
             if event.tag in _LISTS:
-                open_.append([event.tag, i, 0, 0, 0, 0])
-            elif open_ and event.tag in _LISTS[open_[-1][0]]:
-                open_[-1][2] += 1
+                open_.append(_LinkTally(event.tag, i))
+            elif open_ and event.tag in _LISTS[open_[-1].tag]:
+                open_[-1].items += 1
             elif event.tag == "a":
                 href = event.data.get("href", "")
-                links.append("#" in href and href.split("#", 1)[1] in anchors)
-                if open_ and links[-1]:
-                    open_[-1][5] += 1
+                links.append((bool(href), "#" in href and href.split("#", 1)[1] in anchors))
+                for tally in open_[-1:]:
+                    tally.any_links += links[-1][0]
+                    tally.own_links += links[-1][1]
         elif event.kind == "end":
             if event.tag == "a" and links:
                 links.pop()
-            elif event.tag in _LISTS and open_ and open_[-1][0] == event.tag:
-                _, start, items, words, linked, n_links = open_.pop()
-                unlinked = words - linked
-                lead_toc = start < lead_end and event.tag != "table" and items >= TOC_ITEMS
-                # an index's jump bar ("Jump to: A B C ...") links letters, with a label besides
-                index = n_links >= INDEX_LINKS and unlinked <= max(NAV_OTHER_WORDS, (1 - TOC_LINKED) * words)
-                if index or (lead_toc and words and linked >= TOC_LINKED * words):
-                    contents.update(range(start, i + 1))
-                if open_:  # a nested list counts in the list holding it
-                    for k, n in enumerate((items, words, linked, n_links), 2):
-                        open_[-1][k] += n
+            elif event.tag in _LISTS and open_ and open_[-1].tag == event.tag:
+                tally = open_.pop()
+                if tally.contents(tally.start < lead_end) or (i < first_heading and tally.menu()):
+                    contents.update(range(tally.start, i + 1))
+                if open_:
+                    open_[-1].add(tally)
         elif open_:
             n = sum(len(word) > 1 for word in _LETTERED.findall(event.data))
-            open_[-1][3] += n
-            open_[-1][4] += n if links and links[-1] else 0
+            open_[-1].words += n
+            if links:
+                open_[-1].any_words += n * links[-1][0]
+                open_[-1].own_words += n * links[-1][1]
     return contents
 
 
@@ -359,7 +394,9 @@ class _Markdown:
             # a listing right after another in one block is another version of it (Node.js gives
             # each example as CommonJS and as an ES module, and shows one): on a line of its own
             self.out.append("\n")
-        elif tag in _BLOCKS:
+        elif tag in _BLOCKS and not (tag != "li" and self._after_list_mark()):
+            # a list item's paragraph (`<li><p>`: Sphinx, loose Markdown lists) opens on its bullet's
+            # line, "- Loggers expose ...", not under a bullet of its own
             self._break("\n- " if tag == "li" else "\n")
 
     def end(self, tag: str) -> None:
@@ -415,6 +452,10 @@ class _Markdown:
                 data = ("| " if self._cells else "\\") + data
         if data:
             self.out.append(data)
+
+    def _after_list_mark(self) -> bool:
+        """Whether the current line holds a list item's bullet and nothing else yet."""
+        return "".join(self.out[-3:]).rsplit("\n", 1)[-1] == "- "
 
     def _at_line_start(self) -> bool:
         """Whether the current line holds nothing yet but a heading or list mark."""
