@@ -330,3 +330,16 @@ def test_evidence_recall_ranks_oracle_and_summary():
     assert (summary["page_not_passage"], summary["in_rerank_pool"]) == (2, 1)
     assert summary["a"] == {"@1": 1, "@2": 2, "@3": 2} and summary["b"] == {"@1": 0, "@2": 0, "@3": 1}
     assert summary["led"] == {"@1": 1, "@3": 1, "@5": 2, "@8": 2}
+
+
+def test_reingest_edits_a_different_sentence_each_round(tmp_path):
+    reingest = load("reingest")
+    page = tmp_path / "page.md"
+    page.write_text("Intro text here. " * 3 + " ".join(f"Word{i} is here. Then another sentence follows." for i in range(12)))
+    before = page.read_text()
+    reingest.edit(page, 0)
+    once = page.read_text()
+    reingest.edit(page, 1)
+    twice = page.read_text()
+    assert once != before and twice != once and twice.count(", as said") == 2
+    assert once.index(", as said") > len(before) // 2

@@ -397,6 +397,28 @@ def test_ingest_is_incremental_and_idempotent(tiny, tmp_path):
     assert "notes.txt" not in {m["source"] for m in collection.get()["metadatas"]}
 
 
+def test_a_changed_file_embeds_only_its_new_chunks(tiny, tmp_path):
+    docs = write_docs(tmp_path / "docs")
+    collection = open_db(tiny, tmp_path / "db")
+    first = run_ingest(tiny, collection, docs, settings=SMALL)
+    assert first.chunks_reused == 0
+    guide = docs / "guide.md"
+    guide.write_text(guide.read_text().replace("## Use\n\nParis is the capital", "## Use\n\nLyon is not the capital"))
+    second = run_ingest(tiny, collection, docs, settings=SMALL)
+    assert second.changed == ["guide.md"]
+    # the Install section's chunks are the same text: they keep their vectors; the Use section is new
+    assert second.chunks_written - second.chunks_reused == 1 and second.chunks_reused >= 2
+    assert "with their stored vectors" in second.line()
+    # the same collection as one clean run over the edited folder
+    clean = open_db(tiny, tmp_path / "db2")
+    run_ingest(tiny, clean, docs, settings=SMALL)
+    after, fresh = collection_state(collection), collection_state(clean)
+    assert after.keys() == fresh.keys()
+    for id_, (text, meta, vector) in fresh.items():
+        assert after[id_][:2] == (text, meta)
+        np.testing.assert_allclose(after[id_][2], vector, atol=1e-4)
+
+
 def test_ingest_progress_counts_bytes_and_files(tiny, tmp_path, capsys):
     docs = write_docs(tmp_path / "docs")
     total = sum(p.stat().st_size for p in docs.rglob("*") if p.is_file() and p.suffix != ".png")

@@ -9,6 +9,12 @@ Order of writes, per file: upsert all new chunks first, then delete that file's 
 Whatever instant a run is killed at, the next run finds each file either complete at its
 current version (then only stale ids are deleted: "repaired"), or incomplete (then it is
 re-embedded and upserted over the same ids), and ends in the same state as one clean run.
+
+A changed file is re-chunked, but only the chunks whose embedded text is new are embedded: each
+chunk's metadata keeps a hash of what was embedded for it (`embed_key`), and a chunk whose text
+(with its label and context) some chunk under the same root already has takes that chunk's stored
+vector. An edit to one section of a long page, or a reader change that touches a few passages,
+costs the passages it changed, not the file.
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 from ..errors import UniragError
 from . import store
@@ -43,6 +51,7 @@ class IngestSummary:
     ignored: int = 0  # files with other extensions
     deferred: int = 0  # beyond max_files, left as they were
     chunks_written: int = 0
+    chunks_reused: int = 0  # of those written, how many took a stored vector instead of an embedding
     chunks_deleted: int = 0
     tokens: int = 0
     embed_seconds: float = 0.0
@@ -52,9 +61,10 @@ class IngestSummary:
         rate = f" ({self.tokens / self.embed_seconds:,.0f} tokens/s)" if self.embed_seconds else ""
         extra = f", {len(self.repaired)} repaired" if self.repaired else ""
         extra += f", {self.deferred} not processed (max files)" if self.deferred else ""
+        reused = f" ({self.chunks_reused} with their stored vectors)" if self.chunks_reused else ""
         return (f"{len(self.added)} added, {len(self.changed)} changed, {len(self.removed)} removed, "
                 f"{self.unchanged} unchanged, {len(self.skipped)} skipped{extra}; {self.chunks_written} chunks "
-                f"written, {self.chunks_deleted} deleted; {self.tokens:,} tokens embedded{rate}; "
+                f"written{reused}, {self.chunks_deleted} deleted; {self.tokens:,} tokens embedded{rate}; "
                 f"{self.seconds:.1f} s")
 
     def report(self) -> str:
@@ -81,6 +91,11 @@ def doc_version(file_hash: str, settings: ChunkSettings, reader_format: int = 0)
     """What a file's chunks depend on: its bytes, the chunk settings, and how its kind is read."""
     reader = f"|reader={reader_format}" if reader_format else ""  # 0: the ids of files read as before
     return hashlib.sha256(f"{file_hash}|{settings.signature()}{reader}".encode()).hexdigest()[:16]
+
+
+def embed_key(text: str) -> str:
+    """What a chunk's vector depends on besides the model: the exact text embedded for it."""
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def chunk_id(root: str, source: str, version: str, index: int) -> str:
@@ -122,11 +137,12 @@ def _size(file: SourceFile) -> int:
 
 def ingest(model, collection, root: str | Path, *, settings: ChunkSettings = ChunkSettings(),
            max_file_bytes: int = DEFAULT_MAX_BYTES, batch_size: int = 32, max_files: int | None = None,
-           progress: bool = False, worker: int = 0, workers: int = 1) -> IngestSummary:
+           progress: bool = False, worker: int = 0, workers: int = 1, reuse_vectors: bool = True) -> IngestSummary:
     """Bring `collection` in line with the files under `root` (a folder, or one file).
 
     With `workers` > 1, this call is one of several processes sharing the work (`share_of`); the
-    first also drops removed files and reports what the scan skipped."""
+    first also drops removed files and reports what the scan skipped. `reuse_vectors=False`
+    embeds every chunk of a changed file again (what benchmarks/reingest.py compares against)."""
     started = time.perf_counter()
     root = Path(root).expanduser()
     files, skipped, ignored = scan(root)
@@ -134,7 +150,7 @@ def ingest(model, collection, root: str | Path, *, settings: ChunkSettings = Chu
     todo = files[:max_files] if max_files is not None else files
     deferred = len(files) - len(todo)
     todo = share_of(todo, worker, workers)
-    run = _Run(model, collection, root, settings, batch_size, progress, todo)
+    run = _Run(model, collection, root, settings, batch_size, progress, todo, reuse_vectors)
     if worker == 0:
         run.summary.skipped, run.summary.ignored, run.summary.deferred = skipped, ignored, deferred
     try:
@@ -155,7 +171,8 @@ def ingest(model, collection, root: str | Path, *, settings: ChunkSettings = Chu
 class _Run:
     """State of one ingest run: what the collection holds under this root, and the pending batch."""
 
-    def __init__(self, model, collection, root: Path, settings, batch_size, progress, todo: list[SourceFile]):
+    def __init__(self, model, collection, root: Path, settings, batch_size, progress, todo: list[SourceFile],
+                 reuse_vectors: bool = True):
         from tqdm.auto import tqdm
 
         self.model, self.collection, self.settings, self.batch_size = model, collection, settings, batch_size
@@ -163,9 +180,13 @@ class _Run:
         where = {"root": self.root} if root.is_dir() else {"$and": [{"root": self.root}, {"source": root.name}]}
         self.existing: dict[str, set[str]] = defaultdict(set)
         self.meta: dict[str, dict] = {}
+        self.reuse_vectors = reuse_vectors
+        self.stored: dict[str, str] = {}  # embed_key -> the id of a stored chunk embedded from that text
         for id_, meta in store.records(collection, where).items():
             self.existing[meta["source"]].add(id_)
             self.meta[id_] = meta
+            if reuse_vectors and meta.get("embed_key"):
+                self.stored[meta["embed_key"]] = id_
         self.existing = dict(self.existing)
         self.pooling = store.collection_pooling(collection)
         self.pending: list[_Pending] = []
@@ -234,22 +255,39 @@ class _Run:
         if not self.pending:
             return
         texts = [text for p in self.pending for text in embed_texts(p.chunks, p.doc.title, self.settings)]
+        keys = [embed_key(text) for text in texts]
+        vectors: list = [None] * len(texts)
+        stored = store.embeddings(self.collection, {self.stored[k] for k in keys if k in self.stored})
+        for i, key in enumerate(keys):
+            if key in self.stored and self.stored[key] in stored:
+                vectors[i] = stored[self.stored[key]]
+        new = [i for i, vector in enumerate(vectors) if vector is None]
         # each chunk's share of its file's bytes, for the bar
         shares = [self.sizes[p.file.source] / len(p.chunks) for p in self.pending for _ in p.chunks]
-        t0 = time.perf_counter()
-        vectors = self.model.embed(texts, pooling=self.pooling, batch_size=self.batch_size,
-                                   on_batch=lambda rows: self.advance(sum(shares[i] for i in rows)))
-        self.summary.embed_seconds += time.perf_counter() - t0
-        if self.settings.embed_headings or self.settings.context_words:  # count labels and context too
-            self.summary.tokens += sum(map(len, self.model.tokenizer(texts, add_special_tokens=False)["input_ids"]))
-        else:
-            self.summary.tokens += sum(c.n_tokens for p in self.pending for c in p.chunks)
+        self.advance(sum(shares[i] for i in range(len(texts)) if vectors[i] is not None))
+        self.summary.chunks_reused += len(texts) - len(new)
+        if new:
+            t0 = time.perf_counter()
+            embedded = self.model.embed([texts[i] for i in new], pooling=self.pooling, batch_size=self.batch_size,
+                                        on_batch=lambda rows: self.advance(sum(shares[new[i]] for i in rows)))
+            self.summary.embed_seconds += time.perf_counter() - t0
+            for i, vector in zip(new, embedded):
+                vectors[i] = vector
+            if self.settings.embed_headings or self.settings.context_words:  # count labels and context too
+                self.summary.tokens += sum(map(len, self.model.tokenizer([texts[i] for i in new],
+                                                                         add_special_tokens=False)["input_ids"]))
+            else:
+                chunks = [c for p in self.pending for c in p.chunks]
+                self.summary.tokens += sum(chunks[i].n_tokens for i in new)
+        vectors = np.stack(vectors)
         row = 0
         for p in self.pending:
             n = len(p.chunks)
             ids = [chunk_id(self.root, p.file.source, p.version, c.index) for c in p.chunks]
             store.upsert(self.collection, ids, vectors[row:row + n], [c.text for c in p.chunks],
-                         [self.metadata(p, c, n) for c in p.chunks])
+                         [self.metadata(p, c, n, key) for c, key in zip(p.chunks, keys[row:row + n])])
+            if self.reuse_vectors:
+                self.stored.update(zip(keys[row:row + n], ids))
             row += n
             if self.pause:
                 print(f"unirag-test: upserted {p.file.source}", file=sys.stderr, flush=True)
@@ -266,7 +304,7 @@ class _Run:
                              tok_s=f"{rate:,.0f}")
         self.pending = []
 
-    def metadata(self, p: _Pending, chunk: Chunk, n: int) -> dict:
+    def metadata(self, p: _Pending, chunk: Chunk, n: int, key: str) -> dict:
         return {"root": self.root, "source": p.file.source, "title": p.doc.title, "heading": chunk.heading,
                 "chunk_index": chunk.index, "n_chunks": n, "n_tokens": chunk.n_tokens,
-                "content_hash": p.hash, "version": p.version, "model": self.model.name}
+                "content_hash": p.hash, "version": p.version, "model": self.model.name, "embed_key": key}

@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlparse
 
+import numpy as np
+
 from ..errors import UniragError
 
 DEFAULT_DB = Path(".unirag") / "chroma"
@@ -185,6 +187,15 @@ def records(collection, where: dict | None = None) -> dict[str, dict]:
 
 
 BATCH = 1000  # below chromadb's max batch size (5461 embedded, similar on servers)
+
+
+def embeddings(collection, ids) -> dict[str, np.ndarray]:
+    """{id: stored vector} of those of `ids` the collection holds."""
+    ids, out = sorted(ids), {}
+    for i in range(0, len(ids), BATCH):
+        got = collection.get(ids=ids[i:i + BATCH], include=["embeddings"])
+        out.update(zip(got["ids"], np.asarray(got["embeddings"], dtype=np.float32)))
+    return out
 
 
 def upsert(collection, ids, embeddings, documents, metadatas) -> None:
