@@ -234,6 +234,8 @@ class _LinkTally:
     def contents(self, in_lead: bool) -> bool:
         """Whether it is the page's table of contents or an index (see above)."""
         own_unlinked = self.words - self.own_words
+        # an index is a list or table: a block around one also holds what surrounds it (the page's
+        # title, its contents' label), and the 10% of other words a long one allows would take those
         if self.own_links >= INDEX_LINKS and self.tag != "div" and \
                 own_unlinked <= max(NAV_OTHER_WORDS, (1 - TOC_LINKED) * self.words):
             return True  # an index's jump bar ("Jump to: A B C ...") links letters, with a label besides
