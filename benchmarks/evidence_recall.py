@@ -21,6 +21,12 @@ except the draft (which generates), and counts questions:
   of the selection filled as `ask` fills it, makes the selection hold every key (k = 1 is the
   selection itself). How far a second stage that only reorders the first few units could go.
 
+With --reference minilm, all-MiniLM-L6-v2 (a separate 22M-parameter encoder trained on
+question-answer pairs; never part of `ask`) ranks the same units by cosine to the question, as a
+sixth ranking ("minilm"), and "selected, minilm" counts the selection with it in the embedding's
+place in the fusion: whether a far stronger sentence judge than the model's own embedding would
+quote the keys more often, or the loss lies in what no single judge's ranking fixes.
+
 With --scoring-adapter, a second copy of the model (`none`: the base weights without the UniMAE
 adapter) scores the same shown chunks' units, and its rows stand beside the default's: whether
 the adapter costs the selection (the model that quotes is the one that embeds).
@@ -28,7 +34,7 @@ the adapter costs the selection (the model that quotes is the one that embeds).
     python benchmarks/evidence_recall.py --db runs/db \
         --set rust=../shared/data/eval/rag/rust_book_dev_answers.jsonl \
         --set pydocs-main=../shared/data/eval/rag/python_docs_dev.jsonl [--output runs/bench/evidence_recall.json] \
-        [--scoring-adapter none]
+        [--scoring-adapter none] [--reference minilm]
 
 Each --set is COLLECTION=QUESTIONS (a collection already ingested into --db); all sets in one run.
 """
@@ -78,15 +84,30 @@ def led_by(order: Sequence[int], holds_keys, depth: int = max(LEADS)) -> int | N
     return None
 
 
+def with_reference(scorers: Sequence[str], reference: str = "minilm") -> tuple[str, ...]:
+    """The default's scorers with the reference judge in the embedding's place (the one scorer
+    that is a cosine of sentence embeddings)."""
+    return tuple(reference if name == "embedding" else name for name in scorers)
+
+
+def cosines(encoder, question: str, texts: Sequence[str]) -> list[float]:
+    """Cosine of each text's embedding to the question's, by a sentence-transformers encoder."""
+    vectors = encoder.encode([question, *texts], normalize_embeddings=True, convert_to_numpy=True)
+    return [float(v) for v in vectors[1:] @ vectors[0]]
+
+
 def summarise(rows: Sequence[dict], names: Sequence[str]) -> dict:
     """Counts over questions: shown, page not passage (and in the rerank pool), one unit, oracle,
-    selected, led by the top k, and per ranking recall@k."""
+    selected (and, where measured, selected with the reference judge), led by the top k, and per
+    ranking recall@k."""
     single = [r for r in rows if r["one_unit"]]
     out = {"questions": len(rows), "shown": sum(r["shown"] for r in rows), "one_unit": len(single),
            "page_not_passage": sum(r["page"] and not r["shown"] for r in rows),
            "in_rerank_pool": sum(r["page"] and not r["shown"] and r["in_pool"] for r in rows),
            "oracle": sum(r["oracle"] for r in rows), "selected": sum(r["selected"] for r in rows),
            "led": {f"@{k}": sum(r["led"] is not None and r["led"] <= k for r in rows) for k in LEADS}}
+    if rows and "selected_reference" in rows[0]:
+        out["selected_reference"] = sum(r["selected_reference"] for r in rows)
     for name in names:
         ranks = [r["ranks"][name] for r in single]
         out[name] = {f"@{k}": sum(rank is not None and rank < k for rank in ranks) for k in DEPTHS}
@@ -100,6 +121,8 @@ def main() -> None:
     parser.add_argument("--output", default="runs/bench/evidence_recall.json")
     parser.add_argument("--scoring-adapter", help="also score the units with this adapter's weights ('none': the base "
                         "model) and report its selection beside the default's")
+    parser.add_argument("--reference", choices=["minilm"], help="also rank the units with all-MiniLM-L6-v2 and "
+                        "count the selection with it in the embedding's place")
     args = parser.parse_args()
 
     from tqdm.auto import tqdm
@@ -119,7 +142,12 @@ def main() -> None:
         scorer_models[f"scored with adapter {args.scoring_adapter}"] = UniModel.load(adapter=args.scoring_adapter)
     client = connect(args.db)
     settings = AskSettings()
-    names = (*SCORERS, "default", "offered")
+    encoder = None
+    if args.reference:
+        from unirag.evaluation.reference import minilm_encoder
+
+        encoder = minilm_encoder()
+    names = (*SCORERS, *(("minilm",) if encoder else ()), "default", "offered")
 
     def measured(scorer, q, hits) -> dict:
         """What one model's scoring of the shown chunks' units gives: ranks, selection, leads."""
@@ -133,6 +161,13 @@ def main() -> None:
         texts = [c.text for c in cands]
         holding = [holds(t, q.keys) for t in texts]
 
+        reference = {}
+        if encoder is not None:
+            scores["minilm"] = cosines(encoder, q.question, texts) if cands else []
+            spans = evidence.choose(hits, cands, scores, null, settings.words,
+                                    with_reference(settings.scorers)).spans
+            reference["selected_reference"] = holds("\n".join(s.text for s in spans), q.keys)
+
         def led(j: int) -> bool:
             lead = list(scores["offered"])
             lead[j] = 1.0
@@ -143,7 +178,7 @@ def main() -> None:
                 "oracle": oracle(texts, [word_count(t) + 1 for t in texts], q.keys, settings.words),
                 "selected": holds("\n".join(s.text for s in chosen.spans), q.keys),
                 "led": led_by(offered, led),
-                "ranks": {n: first_holding_rank(scores[n], holding) for n in names}}
+                "ranks": {n: first_holding_rank(scores[n], holding) for n in names}, **reference}
 
     results, table = {}, []
     for spec in args.set:
@@ -166,16 +201,17 @@ def main() -> None:
             results[key] = {"summary": summarise(labelled, names), "per_question": labelled}
             s = results[key]["summary"]
             table.append([key, s["questions"], s["shown"], f'{s["page_not_passage"]} ({s["in_rerank_pool"]})',
-                          s["one_unit"], s["oracle"], s["selected"], " / ".join(str(v) for v in s["led"].values())]
+                          s["one_unit"], s["oracle"], s["selected"], s.get("selected_reference", "-"), " / ".join(str(v) for v in s["led"].values())]
                          + [" / ".join(str(s[n][f"@{k}"]) for k in DEPTHS) for n in names])
     print(markdown_table(("set", "questions", "keys shown", "page, not passage (in rerank pool)",
                           "one unit holds them", "oracle (<= 2 units)", "selected holds them",
+                          "selected, minilm in the embedding's place",
                           "led by the top " + "/".join(map(str, LEADS)),
                           *(f"{n} @1/@2/@3" for n in names)), table))
     out = write_json(args.output, {"machine": machine_info(), "model": model.name, "sets": args.set,
                                    "settings": {"top_k": settings.top_k, "rerank": settings.rerank,
                                                 "words": settings.words, "scorers": list(settings.scorers)},
-                                   "scoring_adapter": args.scoring_adapter,
+                                   "scoring_adapter": args.scoring_adapter, "reference": args.reference,
                                    "results": results})
     print(f"wrote {out}")
 

