@@ -201,7 +201,8 @@ def main() -> None:
             results[key] = {"summary": summarise(labelled, names), "per_question": labelled}
             s = results[key]["summary"]
             table.append([key, s["questions"], s["shown"], f'{s["page_not_passage"]} ({s["in_rerank_pool"]})',
-                          s["one_unit"], s["oracle"], s["selected"], s.get("selected_reference", "-"), " / ".join(str(v) for v in s["led"].values())]
+                          s["one_unit"], s["oracle"], s["selected"], s.get("selected_reference", "-"),
+                          " / ".join(str(v) for v in s["led"].values())]
                          + [" / ".join(str(s[n][f"@{k}"]) for k in DEPTHS) for n in names])
     print(markdown_table(("set", "questions", "keys shown", "page, not passage (in rerank pool)",
                           "one unit holds them", "oracle (<= 2 units)", "selected holds them",
