@@ -269,9 +269,9 @@ def _contents(events: list[_Event], main: list[int]) -> set[int]:
             elif event.tag == "a":
                 href = event.data.get("href", "")
                 links.append((bool(href), "#" in href and href.split("#", 1)[1] in anchors))
-                for tally in open_[-1:]:
-                    tally.any_links += links[-1][0]
-                    tally.own_links += links[-1][1]
+                if open_:
+                    open_[-1].any_links += links[-1][0]
+                    open_[-1].own_links += links[-1][1]
         elif event.kind == "end":
             if event.tag == "a" and links:
                 links.pop()
