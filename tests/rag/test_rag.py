@@ -21,8 +21,8 @@ from chroma_server import chroma_server
 
 from unirag.errors import UniragError
 from unirag.rag import store
-from unirag.rag.chunking import (FENCE, ChunkSettings, block_at, chunk_text, code_blocks, embed_text, embed_texts,
-                                 markdown_title, outside_code, split_sections)
+from unirag.rag.chunking import (CHUNK_FORMAT, FENCE, ChunkSettings, block_at, chunk_text, code_blocks, embed_text,
+                                 embed_texts, markdown_title, outside_code, split_sections)
 from unirag.rag_commands import ask, chat, ingest, retrieve
 from unirag.rag.ingest import PAUSE_ENV
 from unirag.rag.ingest import ingest as run_ingest
@@ -127,6 +127,30 @@ def test_a_cut_inside_a_code_block_closes_it_and_the_next_chunk_reopens_it():
         assert set(fenced.text.replace(cut.text, "", 1).split("\n")) <= {"", "```rust", "```", "~~~~"}
 
 
+def test_wrapped_prose_is_cut_at_sentence_ends_and_chunks_start_whole_sentences():
+    # Markdown wrapped at a fixed width: most line breaks fall inside a sentence
+    sentence = "When your code performs an operation that could put a user at risk, it should check the values first."
+    words, lines, line = (sentence + " ") * 12, [], ""
+    for word in words.split():
+        if len(line) + len(word) > 40:
+            lines.append(line)
+            line = ""
+        line = f"{line} {word}".strip()
+    page = "## Safety\n\n" + "\n".join(lines + [line])
+    chunks = chunk_text(page, None, ChunkSettings(48, 16))
+    assert len(chunks) > 2
+    for chunk in chunks[:-1]:
+        assert chunk.text.endswith("first."), chunk.text  # never "When your code"
+    for chunk in chunks[1:]:  # and the overlap starts a whole sentence, not its tail
+        assert chunk.text.startswith("When your code"), chunk.text
+    # in a code block a line break is still the better cut, whatever the line holds
+    lines = [line for i in range(30) for line in (f"step{i} = go. then", f"run{i} more")]
+    cut = chunk_text("## Code\n\n```\n" + "\n".join(lines) + "\n```", None, ChunkSettings(32, 8))
+    assert len(cut) > 2
+    for chunk in cut[:-1]:
+        assert chunk.text.split("\n")[-2] in lines, chunk.text  # (the last line closes the cut block)
+
+
 def test_markdown_title_is_the_first_top_level_heading():
     assert markdown_title("intro\n\n# Book\n\n## Ch 1\n\ntext") == "Book"
     # mdBook pages (the Rust book) start at `##`: the first `##` is the title, not the file name
@@ -155,7 +179,7 @@ def test_context_words_put_the_previous_chunks_tail_before_each_chunk():
         tail = " ".join(before.text.split()[-3:])
         assert text == f"{tail}\n\n{embed_text(chunk, 'Loops', context)}"
     assert context.signature() != plain.signature()  # changing it re-embeds
-    assert plain.signature() == "size=32;overlap=8;headings=2;format=1"  # no context: as without the option
+    assert plain.signature() == f"size=32;overlap=8;headings=2;format={CHUNK_FORMAT}"  # no context: as without the option
     with pytest.raises(UniragError):
         ChunkSettings(context_words=-1)
 

@@ -3,14 +3,15 @@
 A chunk never spans two sections: each carries its heading path ("Title > Section > Sub"), which
 is what citations show. A section longer than `chunk_size` tokens is cut into windows that
 overlap by `overlap` tokens, each cut moved back to the best nearby break (blank line, line end,
-sentence end, space) so chunks rarely end mid-word. Counting real tokens, not characters, is what
-guarantees a chunk fits the embedding length.
+sentence end, a line break inside a wrapped sentence, space) so chunks rarely end mid-word or
+mid-sentence. Counting real tokens, not characters, is what guarantees a chunk fits the
+embedding length.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..errors import UniragError
@@ -19,8 +20,10 @@ HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)[ \t#]*$")  # an ATX heading li
 FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")  # a code fence line (readers.py reads Markdown with it too)
 HEADINGS_FORMAT = 2  # bump when what `embed_text` prepends changes (2: titles from `##`-first pages)
 # bump when how a section is cut into chunk texts changes (1: a cut inside a code block closes the
-# block, and the next chunk reopens it with the same fence line); part of every chunk id
-CHUNK_FORMAT = 1
+# block, and the next chunk reopens it with the same fence line; 2: a line break inside a wrapped
+# sentence is a worse cut than a sentence end, and the overlap starts at a sentence start where one
+# is near); part of every chunk id
+CHUNK_FORMAT = 2
 
 
 @dataclass(frozen=True)
@@ -51,7 +54,7 @@ def code_blocks(text: str) -> list[CodeBlock]:
     return blocks
 
 
-def block_at(blocks: list[CodeBlock], pos: int) -> CodeBlock | None:
+def block_at(blocks: Sequence[CodeBlock], pos: int) -> CodeBlock | None:
     """The block (of `code_blocks`) that character `pos` lies in: its opening fence line starts
     before `pos`, its closing one does not."""
     return next((block for block in blocks if block.start < pos <= block.close), None)
@@ -228,27 +231,40 @@ def _windows(text: str, tokenizer, size: int, overlap: int) -> list[tuple[int, i
     n = len(offsets)
     if n <= size:
         return [(*_stripped(text, 0, len(text)), n)] if text.strip() else []
+    blocks = code_blocks(text)
     pieces, start = [], 0
     while True:
         end = min(start + size, n)
         if end < n:  # move the cut back to the best break in the window's second half
-            end = max(range(start + size // 2 + 1, end + 1), key=lambda k: (_break_score(text, offsets[k][0]), k))
+            end = max(range(start + size // 2 + 1, end + 1),
+                      key=lambda k: (_break_score(text, offsets[k][0], blocks), k))
         lo, hi = _stripped(text, offsets[start][0], offsets[end - 1][1])
         if hi > lo:
             pieces.append((lo, hi, end - start))
         if end >= n:
             return pieces
         nxt = max(end - overlap, start + 1)
-        # start the overlap at a word start: a little earlier if one is near, else a little later
+        # start the overlap at a sentence start, else a word start: a little earlier if one is
+        # near, else a little later (a chunk that opens mid-sentence opens with a fragment)
         nearby = [*range(nxt, max(start, nxt - overlap // 2), -1), *range(nxt + 1, end)]
-        nxt = next((k for k in nearby if _at_word_start(text, offsets[k][0])), nxt)
-        start = nxt
+        words = [k for k in nearby if _at_word_start(text, offsets[k][0])]
+        start = next((k for k in words if _at_sentence_start(text, offsets[k][0])), words[0] if words else nxt)
 
 
-def _break_score(text: str, pos: int) -> float:
-    """How good a cut at character `pos` is: paragraph > line > sentence > word > inside a word.
+# a line break inside a sentence of hard-wrapped prose ("... if it's\ncalled using ..."): a word,
+# comma or closing mark before it, a lower-case word, code span or bracket after it
+_SOFT_WRAP = re.compile(r"[A-Za-z0-9,’'`)\]]\n[a-z`(\[]")
+
+
+def _break_score(text: str, pos: int, blocks: Sequence[CodeBlock] = ()) -> float:
+    """How good a cut at character `pos` is: paragraph > line > sentence > line break inside a
+    wrapped sentence > word > inside a word.
 
     Never right after a heading line: a chunk should not end with the title of what follows.
+    Why wrapped lines rank below sentence ends: Markdown and reStructuredText sources are often
+    wrapped at 80 columns, so the last line break of a window mostly falls inside a sentence; a
+    cut there leaves a fragment at the chunk's end ("When your code") and the sentence's tail at
+    the next chunk's start, and neither is quoted as evidence. Code blocks keep their line breaks.
     """
     last_line = text[max(0, pos - 200):pos].rstrip().rsplit("\n", 1)[-1]
     if last_line.lstrip().startswith("#"):
@@ -257,6 +273,9 @@ def _break_score(text: str, pos: int) -> float:
     if "\n\n" in around:
         return 4
     if "\n" in text[max(0, pos - 1):pos + 1]:
+        newline = text.rfind("\n", max(0, pos - 1), pos + 1)
+        if _SOFT_WRAP.match(text, newline - 1) and block_at(blocks, newline) is None:
+            return 1.5
         return 3
     before, at = text[max(0, pos - 2):pos], text[pos:pos + 1]
     if (before[-1:] in ".?!" and at.isspace()) or (before[:1] in ".?!" and before[-1:].isspace()):
@@ -264,6 +283,16 @@ def _break_score(text: str, pos: int) -> float:
     if at.isspace() or before[-1:].isspace():
         return 1
     return 0
+
+
+_ENDS_SENTENCE = re.compile(r"(?:[.?!][\"”’')\]]*|\n[ \t]*\n)\s*$")  # a sentence end or a blank line, then spaces
+
+
+def _at_sentence_start(text: str, pos: int) -> bool:
+    """Whether a piece starting at `pos` starts with a whole sentence: a sentence end or a blank
+    line before it, and no lower-case letter opening it."""
+    return (bool(_ENDS_SENTENCE.search(text, max(0, pos - 8), pos))
+            and not text[pos:pos + 40].lstrip()[:1].islower())
 
 
 def _at_word_start(text: str, pos: int) -> bool:
