@@ -21,8 +21,7 @@ FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")  # a code fence line (readers.py rea
 HEADINGS_FORMAT = 2  # bump when what `embed_text` prepends changes (2: titles from `##`-first pages)
 # bump when how a section is cut into chunk texts changes (1: a cut inside a code block closes the
 # block, and the next chunk reopens it with the same fence line; 2: a line break inside a wrapped
-# sentence is a worse cut than a sentence end, and the overlap starts at a sentence start where one
-# is near); part of every chunk id
+# sentence is a worse cut than a sentence end); part of every chunk id
 CHUNK_FORMAT = 2
 
 
@@ -244,11 +243,10 @@ def _windows(text: str, tokenizer, size: int, overlap: int) -> list[tuple[int, i
         if end >= n:
             return pieces
         nxt = max(end - overlap, start + 1)
-        # start the overlap at a sentence start, else a word start: a little earlier if one is
-        # near, else a little later (a chunk that opens mid-sentence opens with a fragment)
+        # start the overlap at a word start: a little earlier if one is near, else a little later
         nearby = [*range(nxt, max(start, nxt - overlap // 2), -1), *range(nxt + 1, end)]
-        words = [k for k in nearby if _at_word_start(text, offsets[k][0])]
-        start = next((k for k in words if _at_sentence_start(text, offsets[k][0])), words[0] if words else nxt)
+        nxt = next((k for k in nearby if _at_word_start(text, offsets[k][0])), nxt)
+        start = nxt
 
 
 # a line break inside a sentence of hard-wrapped prose ("... if it's\ncalled using ..."): a word,
@@ -283,16 +281,6 @@ def _break_score(text: str, pos: int, blocks: Sequence[CodeBlock] = ()) -> float
     if at.isspace() or before[-1:].isspace():
         return 1
     return 0
-
-
-_ENDS_SENTENCE = re.compile(r"(?:[.?!][\"”’')\]]*|\n[ \t]*\n)\s*$")  # a sentence end or a blank line, then spaces
-
-
-def _at_sentence_start(text: str, pos: int) -> bool:
-    """Whether a piece starting at `pos` starts with a whole sentence: a sentence end or a blank
-    line before it, and no lower-case letter opening it."""
-    return (bool(_ENDS_SENTENCE.search(text, max(0, pos - 8), pos))
-            and not text[pos:pos + 40].lstrip()[:1].islower())
 
 
 def _at_word_start(text: str, pos: int) -> bool:
