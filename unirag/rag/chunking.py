@@ -261,8 +261,9 @@ def _break_score(text: str, pos: int, blocks: Sequence[CodeBlock] = ()) -> float
     Never right after a heading line: a chunk should not end with the title of what follows.
     Why wrapped lines rank below sentence ends: Markdown and reStructuredText sources are often
     wrapped at 80 columns, so the last line break of a window mostly falls inside a sentence; a
-    cut there leaves a fragment at the chunk's end ("When your code") and the sentence's tail at
-    the next chunk's start, and neither is quoted as evidence. Code blocks keep their line breaks.
+    cut there leaves a fragment at the chunk's end ("When your code"), which evidence selection
+    may quote as if it said something, and the sentence's tail at the next chunk's start, which
+    it never quotes. Code blocks keep their line breaks.
     """
     last_line = text[max(0, pos - 200):pos].rstrip().rsplit("\n", 1)[-1]
     if last_line.lstrip().startswith("#"):
