@@ -391,6 +391,16 @@ def test_the_draft_fits_the_context_window(tiny):
     ("term_of", "Table 3-2\n\n| Number | Example |", None),                               # the body is no sentence
     ("term_of", "Install steps\n\n1. Run the installer.", None),                        # a step is no body
     ("term_of", "suffix=None, dir=None)\n\nReturn a file-like object.", None),            # a signature cut by the edge
+    # a later sentence of an API definition's body, in its first paragraph or a later one
+    ("defined_by", "os.path.expanduser(path)\n\nReturn it with ~ replaced. On Unix, HOME is used.",
+     "os.path.expanduser(path)"),
+    ("defined_by", "os.path.expanduser(path)\n\nReturn it with ~ replaced.\n\nChanged in 3.8: no HOME.\n\n"
+     "If the expansion fails, the path is returned unchanged.", "os.path.expanduser(path)"),
+    ("defined_by", "os.path.expanduser(path)\n\nReturn it with ~ replaced.", None),        # the first: term_of's
+    ("defined_by", "Warning\n\nThe module is for Unix. It fails elsewhere.", None),       # a word of prose
+    ("defined_by", "str.join(xs)\n\nJoin them.\n\n## Other\n\nIt goes on.", None),        # past a heading
+    ("defined_by", "str.join(xs)\n\nJoin them.\n\n```\n>>> x\n```\n\nIt goes on.", None),  # past code
+    ("defined_by", "str.join(xs)\n\nJoin them.\n\nstr.split(x)\n\n`x` is a separator.", None),  # past a term
     ("sentence_before", "Sorts are stable. That means order is kept.", "Sorts are stable."),
     ("sentence_before", "Sorts are stable.\n\nThat means order is kept.", None),          # another paragraph
     ("sentence_before", "> Sorts are stable.\n>\n> That means order is kept.", None),    # another quoted one
@@ -440,6 +450,34 @@ def test_a_definitions_first_sentence_is_not_quoted_without_its_term():
                                          "os.path.expanduser(path)"]
     roomy = choose([hit], cands, {"likelihood": likelihood}, 0.0, 26, ("likelihood",), interleave=False)
     assert roomy.spans[1].text.startswith("os.path.expanduser(path)\n\nOn Unix")
+
+
+def test_a_later_sentence_of_a_definition_is_quoted_after_its_term():
+    from unirag.rag.evidence import candidates
+
+    text = ("Path functions follow.\n\nos.path.expanduser(path)\n\nOn Unix, return the argument with ~ "
+            "replaced.\n\nIf the expansion fails, the path is returned unchanged.\n\nos.path.expandvars(path)\n\n"
+            "Return the argument with environment variables expanded.")
+    hit = Hit("a", 1.0, text, "os.path.html", "os.path")
+    cands = candidates([hit])
+    by_text = {c.text: i for i, c in enumerate(cands)}
+    likelihood = [0.0] * len(cands)
+    likelihood[by_text["If the expansion fails, the path is returned unchanged."]] = 3.0
+    likelihood[by_text["os.path.expanduser(path)"]] = 2.0
+    ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, 30, ("likelihood",), interleave=False)
+    first = ev.spans[0]
+    assert first.text == text[first.start:first.end] == "If the expansion fails, the path is returned unchanged."
+    assert quote(first) == ("“os.path.expanduser(path) — …If the expansion fails, the path is returned "
+                            "unchanged.” [1]")
+    assert all("expanduser" not in s.text for s in ev.spans[1:])  # the term is not quoted again
+    # the sentence and its term do not fit after an earlier quote: the sentence is left out
+    likelihood[by_text["Return the argument with environment variables expanded."]] = 4.0
+    ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, 16, ("likelihood",), interleave=False)
+    assert "If the expansion fails, the path is returned unchanged." not in [s.text for s in ev.spans]
+    # units as cut: the sentence alone
+    ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, 30, ("likelihood",), whole_thoughts=False,
+                interleave=False)
+    assert all(not s.label for s in ev.spans)
 
 
 def test_a_term_is_quoted_with_the_definition_it_heads(tiny):

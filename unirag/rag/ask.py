@@ -170,7 +170,8 @@ def quote(span: evidence_mod.Span) -> str:
     """A span as it appears in an answer: its text as a reader reads it (`sentences.plain`), in
     quotes, with its number; "…" marks where a sentence too long to quote whole goes on."""
     text = plain(span.text, span.code)
-    return f"“{'…' if span.cut_before else ''}{text}{'…' if span.cut_after else ''}” [{span.hit + 1}]"
+    label = f"{plain(span.label)} — …" if span.label else ""
+    return f"“{label}{'…' if span.cut_before and not label else ''}{text}{'…' if span.cut_after else ''}” [{span.hit + 1}]"
 
 
 def focused_hits(hits: Sequence[Hit], spans: Sequence[evidence_mod.Span]) -> list[Hit]:

@@ -24,7 +24,8 @@ each LEADERS scorer's own ranking not yet offered, then the fusion's next, and s
 taken while it fits `max_words`, counted with one word more for the "[n]" it will be quoted
 with. Units that do not stand alone are quoted with what they need (`whole_thoughts.py`): a
 sentence that opens the body of a definition with the term it defines (`term_of`) or not at
-all, and such a term with that sentence where it fits (alone, it still names what to use);
+all, a later sentence of an API definition's body after that term and "— …" (`defined_by`) or
+not at all, and such a term with its first sentence where it fits (alone, it still names what to use);
 where the pair fits or as the first quote, a unit ending in ":" with the unit it introduces, a
 unit that points back with the sentence before it (`sentence_before`) and a code line after the
 line that binds the name it opens with (`binding_of`); where it fits, a section's first
@@ -52,7 +53,7 @@ from .attribution import content_words
 from .loops import until_repeat
 from .pipeline import fit
 from .sentences import Unit, split_units, word_count
-from .whole_thoughts import (announces, asks, binding_of, points_back, quotable, says_something, sentence_before,
+from .whole_thoughts import (announces, asks, binding_of, defined_by, points_back, quotable, says_something, sentence_before,
                              starts_mid_sentence, term_of, title_of)
 
 SCORERS = ("likelihood", "embedding", "draft", "answer", "lexical", "rank")
@@ -92,6 +93,10 @@ class Span:
     cut_before: bool = False  # the sentence began before the span (a long sentence's later piece)
     cut_after: bool = False   # the sentence goes on after the span
     code: bool = False  # the span opens with a code line
+    # the term of the definition the span goes on (`whole_thoughts.defined_by`), quoted before it
+    # with a dash: the span itself never names what it is about
+    label: str = ""
+    label_range: tuple[int, int] | None = None  # where the label is in hits[hit].text
 
 
 @dataclass(frozen=True)
@@ -154,6 +159,7 @@ class _Candidate:
     # other names above it included ("-d" above "--delete"): alone it names a thing
     # ("`--build-project`", "os.path.expanduser(path)") and says nothing of it
     heads: Unit | None = None
+    defined: Unit | None = None  # the term of the definition whose body it goes on (`defined_by`)
 
 
 def _normal(text: str) -> str:
@@ -192,7 +198,8 @@ def candidates(hits: Sequence, skip_tails: bool = True) -> list[_Candidate]:
                                   terms[j], sentence_before(hit.text, units, j),
                                   # a term names what it defines: it needs no heading
                                   title=None if heads is not None else title_of(hit.text, units, j),
-                                  binding=binding_of(hit.text, units, j), heads=heads))
+                                  binding=binding_of(hit.text, units, j), heads=heads,
+                                  defined=None if terms[j] is not None else defined_by(hit.text, units, j)))
     return out
 
 
@@ -333,8 +340,11 @@ def reading_order(spans: Sequence[Span], lead: bool = True) -> list[Span]:
 
 
 def _overlaps(spans: Sequence[Span], hit: int, start: int, end: int) -> bool:
-    """Whether hits[hit].text[start:end] overlaps a span already chosen."""
-    return any(s.hit == hit and s.start < end and s.end > start for s in spans)
+    """Whether hits[hit].text[start:end] overlaps a span already chosen (or the term it is quoted
+    after)."""
+    return any(s.hit == hit and (s.start < end and s.end > start
+                                 or s.label_range is not None and s.label_range[0] < end and s.label_range[1] > start)
+               for s in spans)
 
 
 def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[float]], null: float,
@@ -350,6 +360,12 @@ def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[f
         if _overlaps(spans, c.hit, c.unit.start, c.unit.end):
             continue
         start, end, first, last = c.unit.start, c.unit.end, c.unit, c.unit
+        # a later sentence of a definition is quoted after its term, or not at all (as its first)
+        label, label_range = "", None
+        if whole_thoughts and c.defined is not None and not _overlaps(spans, c.hit, c.defined.start, c.defined.end):
+            label, label_range = hits[c.hit].text[c.defined.start:c.defined.end], (c.defined.start, c.defined.end)
+            if word_count(label) + 1 + word_count(c.text) + 1 + words > max_words and spans:
+                continue
         # a definition's first sentence is quoted with the term it defines (and the dash that
         # sets the term off); where the two do not fit, it is not quoted: alone it never says
         # what it is about ("Return the argument with ~ replaced ...")
@@ -387,11 +403,11 @@ def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[f
         text = hits[c.hit].text[start:end]
         # the "[n]", and the dash that sets a term off from its definition
         dash = first is c.term or first is c.title or last is not c.unit and c.heads is not None
-        n = word_count(text) + 1 + dash
+        n = word_count(text) + 1 + dash + (word_count(label) + 1 if label else 0)
         if spans and words + n > max_words:
             continue
         spans.append(Span(c.hit, start, end, text, float(fused[i]), scores["likelihood"][i],
-                          cut_before=first.cut_before, cut_after=last.cut_after, code=first.code))
+                          cut_before=first.cut_before, cut_after=last.cut_after, code=first.code, label=label, label_range=label_range))
         words += n
         if words >= max_words:
             break

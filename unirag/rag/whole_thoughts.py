@@ -7,7 +7,7 @@ the argument with ~ replaced ..."), a section's first sentence may leave its sub
 heading, "That means ..." points back to the sentence before it, a code line opening with a name
 leaves out what the name is, and a unit ending in ":" promises what comes next. Each function
 here finds, from a chunk's text and its units, the unit such a unit is quoted with (`term_of`,
-`title_of`, `sentence_before`, `binding_of`) or says which kind it is (`points_back`,
+`defined_by`, `title_of`, `sentence_before`, `binding_of`) or says which kind it is (`points_back`,
 `announces`); `quotable`, `asks`, `says_something` and `starts_mid_sentence` say which units are
 not worth quoting at all. `evidence.py` builds its candidates and joins its quotes with them.
 """
@@ -104,6 +104,37 @@ def term_of(text: str, units: Sequence[Unit], j: int) -> Unit | None:
            and word_count(text[units[first - 1].start:units[j - 1].end]) <= MAX_TERM_WORDS):
         first -= 1
     return Unit(units[first].start, units[j - 1].end)
+
+
+# a term that names code: a call signature, a dotted or snake_case name ("os.path.expanduser(path)",
+# "str.join", "max_age"), not a word of prose ("Note", "Footnotes")
+_NAMES_CODE = re.compile(r"[(._]")
+
+
+def defined_by(text: str, units: Sequence[Unit], j: int) -> Unit | None:
+    """The term of the API definition whose body units[j] goes on (a sentence after the body's
+    first, in its first paragraph or a later one), if any: walking back from units[j] over prose,
+    the first unit that opens a definition's body (`term_of`) gives it, if the term names code
+    (`_NAMES_CODE`). The walk stops at a heading, a code line, a table row and a term line; a
+    definition's first sentence is `term_of`'s. Reference pages go on about the function they
+    define for paragraphs ("If the expansion fails ..., the path is returned unchanged."), and
+    quoted alone such a sentence does not say what it is about either."""
+    def stops(k: int) -> bool:
+        unit = text[units[k].start:units[k].end]
+        return units[k].code or " | " in unit or (k + 1 < len(units) and _term_line(text, units, k))
+
+    if j == 0 or stops(j) or not text[units[j].start:units[j].start + 1].isalnum() \
+            or LIST_ITEM.match(text[units[j].start:units[j].end]):
+        return None
+    for k in range(j - 1, 0, -1):
+        if any(HEADING.match(line) for line in text[units[k].end:units[k + 1].start].split("\n")):
+            return None
+        term = term_of(text, units, k)
+        if term is not None:
+            return term if k < j and _NAMES_CODE.search(text[term.start:term.end]) else None
+        if stops(k):
+            return None
+    return None
 
 
 def title_of(text: str, units: Sequence[Unit], j: int) -> Unit | None:
