@@ -168,7 +168,8 @@ class Answer:
 
 def quote(span: evidence_mod.Span) -> str:
     """A span as it appears in an answer: its text as a reader reads it (`sentences.plain`), in
-    quotes, with its number; "…" marks where a sentence too long to quote whole goes on."""
+    quotes, with its number; "…" marks where a sentence too long to quote whole goes on, and where
+    a definition's later sentence follows the term it is quoted after ("term — …sentence")."""
     text = plain(span.text, span.code)
     label = f"{plain(span.label)} — …" if span.label else ""
     return f"“{label}{'…' if span.cut_before and not label else ''}{text}{'…' if span.cut_after else ''}” [{span.hit + 1}]"

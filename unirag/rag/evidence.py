@@ -53,8 +53,8 @@ from .attribution import content_words
 from .loops import until_repeat
 from .pipeline import fit
 from .sentences import Unit, split_units, word_count
-from .whole_thoughts import (announces, asks, binding_of, defined_by, points_back, quotable, says_something, sentence_before,
-                             starts_mid_sentence, term_of, title_of)
+from .whole_thoughts import (announces, asks, binding_of, defined_by, points_back, quotable, says_something,
+                             sentence_before, starts_mid_sentence, term_of, title_of)
 
 SCORERS = ("likelihood", "embedding", "draft", "answer", "lexical", "rank")
 # chosen on the two dev sets with the rerank's default weight (docs/RESULTS.md, "Answers"): once the
@@ -360,7 +360,8 @@ def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[f
         if _overlaps(spans, c.hit, c.unit.start, c.unit.end):
             continue
         start, end, first, last = c.unit.start, c.unit.end, c.unit, c.unit
-        # a later sentence of a definition is quoted after its term, or not at all (as its first)
+        # a later sentence of a definition's body is quoted after its term (`defined_by`); where the
+        # two do not fit, it is not quoted (a first quote always comes with its term)
         label, label_range = "", None
         if whole_thoughts and c.defined is not None and not _overlaps(spans, c.hit, c.defined.start, c.defined.end):
             label, label_range = hits[c.hit].text[c.defined.start:c.defined.end], (c.defined.start, c.defined.end)
@@ -407,7 +408,8 @@ def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[f
         if spans and words + n > max_words:
             continue
         spans.append(Span(c.hit, start, end, text, float(fused[i]), scores["likelihood"][i],
-                          cut_before=first.cut_before, cut_after=last.cut_after, code=first.code, label=label, label_range=label_range))
+                          cut_before=first.cut_before, cut_after=last.cut_after, code=first.code,
+                          label=label, label_range=label_range))
         words += n
         if words >= max_words:
             break

@@ -131,7 +131,7 @@ def defined_by(text: str, units: Sequence[Unit], j: int) -> Unit | None:
             return None
         term = term_of(text, units, k)
         if term is not None:
-            return term if k < j and _NAMES_CODE.search(text[term.start:term.end]) else None
+            return term if _NAMES_CODE.search(text[term.start:term.end]) else None
         if stops(k):
             return None
     return None
