@@ -65,6 +65,25 @@ def test_index_follows_incremental_ingest(tiny, tmp_path):
     assert retrieve(tiny, collection, "break out of a loop", top_k=3, mode="lexical") == []
 
 
+def test_tied_chunks_rank_the_same_however_the_collection_was_built(tiny, tmp_path):
+    """Two chunks of equal BM25 score rank the same whichever file was written to the collection
+    first (a file ingested again goes last)."""
+    texts = {"one.md": "# Zebras\n\nA zebra has stripes.\n", "two.md": "# Zebras\n\nA zebra has stripes!\n"}
+    docs = tmp_path / "docs"
+
+    def build(db: str, order: list[str]) -> list[str]:
+        for path in docs.glob("*.md"):
+            path.unlink()
+        collection = store.open_collection(store.connect(tmp_path / db), "docs", tiny, create=True)
+        for name in order:  # one more file per ingest: it is written after the ones before it
+            write(docs, {name: texts[name]})
+            run_ingest(tiny, collection, docs, settings=SMALL, progress=False)
+        return [h.id for h in retrieve(tiny, collection, "zebra stripes", top_k=2, mode="lexical")]
+
+    forward, backward = build("a", ["one.md", "two.md"]), build("b", ["two.md", "one.md"])
+    assert len(forward) == 2 and forward == backward
+
+
 def test_hybrid_keeps_the_keyword_match_and_dense_candidates(tiny, tmp_path):
     collection = store.open_collection(store.connect(tmp_path / "db"), "docs", tiny, create=True)
     docs = write(tmp_path / "docs", {f"note{i}.md": f"# Note {i}\n\nFiller text number {i} about nothing.\n"

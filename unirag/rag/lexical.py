@@ -92,11 +92,17 @@ def _all_ids(collection) -> list[str]:
 
 
 def _all_texts(collection) -> tuple[list[str], list[str]]:
-    texts, ids = [], []
+    """Every chunk's words for BM25, in the order of their ids.
+
+    Why sorted: the collection returns chunks in the order they were written, which depends on
+    its history (a file re-ingested goes last), and BM25 ranks chunks of equal score in index
+    order; sorted, the same chunks give the same ranking however the collection was built."""
+    rows = []
     for got in store.pages(collection, ["documents", "metadatas"]):
-        ids += got["ids"]
-        texts += [chunk_words(doc or "", meta or {}) for doc, meta in zip(got["documents"], got["metadatas"])]
-    return texts, ids
+        rows += [(id_, chunk_words(doc or "", meta or {}))
+                 for id_, doc, meta in zip(got["ids"], got["documents"], got["metadatas"])]
+    rows.sort()
+    return [text for _, text in rows], [id_ for id_, _ in rows]
 
 
 def reciprocal_rank_fusion(rankings: Sequence[Sequence[str]], k: int = RRF_K,
