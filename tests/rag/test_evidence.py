@@ -413,7 +413,11 @@ def test_whole_thoughts_find_the_unit_quoted_before_one(finder, text, expected):
     from unirag.rag.sentences import split_units
 
     units = split_units(text)
-    found = getattr(whole_thoughts, finder)(text, units, len(units) - 1)
+    if finder == "defined_by":  # read in one pass over the chunk's units
+        terms = [whole_thoughts.term_of(text, units, k) for k in range(len(units))]
+        found = whole_thoughts.defined_by(text, units, terms)[-1]
+    else:
+        found = getattr(whole_thoughts, finder)(text, units, len(units) - 1)
     assert (found and text[found.start:found.end]) == expected
 
 

@@ -171,8 +171,8 @@ def quote(span: evidence_mod.Span) -> str:
     quotes, with its number; "…" marks where a sentence too long to quote whole goes on, and where
     a definition's later sentence follows the term it is quoted after ("term — …sentence")."""
     text = plain(span.text, span.code)
-    label = f"{plain(span.label)} — …" if span.label else ""
-    return f"“{label}{'…' if span.cut_before and not label else ''}{text}{'…' if span.cut_after else ''}” [{span.hit + 1}]"
+    opening = f"{plain(span.label)} — …" if span.label else "…" if span.cut_before else ""
+    return f"“{opening}{text}{'…' if span.cut_after else ''}” [{span.hit + 1}]"
 
 
 def focused_hits(hits: Sequence[Hit], spans: Sequence[evidence_mod.Span]) -> list[Hit]:

@@ -176,6 +176,7 @@ def candidates(hits: Sequence, skip_tails: bool = True) -> list[_Candidate]:
     for i, hit in enumerate(hits):
         units = split_units(hit.text)
         terms = [term_of(hit.text, units, k) for k in range(len(units))]
+        defined = defined_by(hit.text, units, terms)
         for j, unit in enumerate(units):
             text = hit.text[unit.start:unit.end]
             normal = _normal(text)
@@ -199,7 +200,7 @@ def candidates(hits: Sequence, skip_tails: bool = True) -> list[_Candidate]:
                                   # a term names what it defines: it needs no heading
                                   title=None if heads is not None else title_of(hit.text, units, j),
                                   binding=binding_of(hit.text, units, j), heads=heads,
-                                  defined=None if terms[j] is not None else defined_by(hit.text, units, j)))
+                                  defined=None if terms[j] is not None else defined[j]))
     return out
 
 

@@ -111,11 +111,11 @@ def term_of(text: str, units: Sequence[Unit], j: int) -> Unit | None:
 _NAMES_CODE = re.compile(r"[(._]")
 
 
-def defined_by(text: str, units: Sequence[Unit], j: int) -> Unit | None:
-    """The term of the API definition whose body units[j] goes on (a sentence after the body's
-    first, in its first paragraph or a later one), if any: walking back from units[j] over prose,
-    the first unit that opens a definition's body (`term_of`) gives it, if the term names code
-    (`_NAMES_CODE`). The walk stops at a heading, a code line, a table row and a term line; a
+def defined_by(text: str, units: Sequence[Unit], terms: Sequence[Unit | None]) -> list[Unit | None]:
+    """Per unit, the term of the API definition whose body it goes on (a sentence after the body's
+    first, in its first paragraph or a later one), or None. `terms` is `term_of` per unit. Read in
+    one pass: a unit that opens a definition's body opens the definition, if its term names code
+    (`_NAMES_CODE`); a heading, a code line, a table row or another term line closes it. A
     definition's first sentence is `term_of`'s. Reference pages go on about the function they
     define for paragraphs ("If the expansion fails ..., the path is returned unchanged."), and
     quoted alone such a sentence does not say what it is about either."""
@@ -123,18 +123,21 @@ def defined_by(text: str, units: Sequence[Unit], j: int) -> Unit | None:
         unit = text[units[k].start:units[k].end]
         return units[k].code or " | " in unit or (k + 1 < len(units) and _term_line(text, units, k))
 
-    if j == 0 or stops(j) or not text[units[j].start:units[j].start + 1].isalnum() \
-            or LIST_ITEM.match(text[units[j].start:units[j].end]):
-        return None
-    for k in range(j - 1, 0, -1):
-        if any(HEADING.match(line) for line in text[units[k].end:units[k + 1].start].split("\n")):
-            return None
-        term = term_of(text, units, k)
-        if term is not None:
-            return term if _NAMES_CODE.search(text[term.start:term.end]) else None
-        if stops(k):
-            return None
-    return None
+    out: list[Unit | None] = [None] * len(units)
+    current: Unit | None = None  # the term of the definition open after the unit before
+    for j in range(1, len(units)):
+        sentence = text[units[j].start:units[j].end]
+        if not stops(j) and sentence[:1].isalnum() and not LIST_ITEM.match(sentence):
+            out[j] = current
+        # what stays open for the units after this one
+        gap = text[units[j].end:units[j + 1].start] if j + 1 < len(units) else ""
+        if any(HEADING.match(line) for line in gap.split("\n")):
+            current = None
+        elif terms[j] is not None:
+            current = terms[j] if _NAMES_CODE.search(text[terms[j].start:terms[j].end]) else None
+        elif stops(j):
+            current = None
+    return out
 
 
 def title_of(text: str, units: Sequence[Unit], j: int) -> Unit | None:
