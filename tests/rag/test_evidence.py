@@ -401,6 +401,12 @@ def test_the_draft_fits_the_context_window(tiny):
     ("defined_by", "str.join(xs)\n\nJoin them.\n\n## Other\n\nIt goes on.", None),        # past a heading
     ("defined_by", "str.join(xs)\n\nJoin them.\n\n```\n>>> x\n```\n\nIt goes on.", None),  # past code
     ("defined_by", "str.join(xs)\n\nJoin them.\n\nstr.split(x)\n\n`x` is a separator.", None),  # past a term
+    # a sentence of a section whose heading names code (Markdown API references), past code lines
+    ("defined_by", "## `os.homedir()`\n\n* Returns: {string}\n\nReturns the home directory.", "`os.homedir()`"),
+    ("defined_by", "### Class: `Timeout`\n\nIt is returned.\n\n```js\nt.unref();\n```\n\nIt can be passed on.",
+     "Class: `Timeout`"),
+    ("defined_by", "## Using `if let` for enums\n\nIt matches one pattern.", None),   # a title in words
+    ("defined_by", "## `os.homedir()`\n\nReturns the home.\n\n## Notes\n\nIt reads HOME.", None),  # the next heading
     ("sentence_before", "Sorts are stable. That means order is kept.", "Sorts are stable."),
     ("sentence_before", "Sorts are stable.\n\nThat means order is kept.", None),          # another paragraph
     ("sentence_before", "> Sorts are stable.\n>\n> That means order is kept.", None),    # another quoted one
@@ -482,6 +488,26 @@ def test_a_later_sentence_of_a_definition_is_quoted_after_its_term():
     ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, 30, ("likelihood",), whole_thoughts=False,
                 interleave=False)
     assert all(not s.label for s in ev.spans)
+
+
+def test_a_sentence_of_a_code_section_is_quoted_after_its_name():
+    """A chunk that opens in the middle of a section headed by code ("`os.homedir()`") is named by
+    its heading path; a heading inside the chunk names the units after it."""
+    from unirag.rag.evidence import candidates
+
+    text = ("It falls back to the operating system.\n\n## `os.hostname()`\n\nReturns the host name of the "
+            "operating system.\n\n## Notes\n\nThe operating system decides.")
+    hit = Hit("a", 1.0, text, "os.md", "OS > `os.homedir()`")
+    cands = candidates([hit])
+    scores = {"likelihood": [1.0 if c.text.startswith("It falls") else 0.0 for c in cands]}
+    ev = choose([hit], cands, scores, 0.0, 40, ("likelihood",), interleave=False)
+    assert [quote(s) for s in ev.spans] == [
+        "“`os.homedir()` — …It falls back to the operating system.” [1]",
+        "“`os.hostname()` — …Returns the host name of the operating system.” [1]",
+        "“Notes — The operating system decides.” [1]"]  # `title_of`: a heading in words
+    assert ev.spans[0].text == "It falls back to the operating system."  # the name is no part of the quote
+    plain = Hit("a", 1.0, text, "os.md", "OS > Using the module")  # a heading in words names nothing
+    assert candidates([plain])[0].section is None
 
 
 def test_a_term_is_quoted_with_the_definition_it_heads(tiny):

@@ -53,8 +53,9 @@ from .attribution import content_words
 from .loops import until_repeat
 from .pipeline import fit
 from .sentences import Unit, split_units, word_count
-from .whole_thoughts import (announces, asks, binding_of, defined_by, points_back, quotable, says_something,
-                             sentence_before, starts_mid_sentence, term_of, title_of)
+from .whole_thoughts import (CHUNK_SECTION, announces, asks, binding_of, defined_by, points_back, quotable,
+                             says_something, section_name, sentence_before, starts_mid_sentence, term_of,
+                             title_of)
 
 SCORERS = ("likelihood", "embedding", "draft", "answer", "lexical", "rank")
 # chosen on the two dev sets with the rerank's default weight (docs/RESULTS.md, "Answers"): once the
@@ -160,6 +161,9 @@ class _Candidate:
     # ("`--build-project`", "os.path.expanduser(path)") and says nothing of it
     heads: Unit | None = None
     defined: Unit | None = None  # the term of the definition whose body it goes on (`defined_by`)
+    # the heading path's name of the code section its chunk opens in, for a unit before the chunk's
+    # first heading (`section_name`): what it describes, when the chunk's text does not say
+    section: str | None = None
 
 
 def _normal(text: str) -> str:
@@ -176,7 +180,8 @@ def candidates(hits: Sequence, skip_tails: bool = True) -> list[_Candidate]:
     for i, hit in enumerate(hits):
         units = split_units(hit.text)
         terms = [term_of(hit.text, units, k) for k in range(len(units))]
-        defined = defined_by(hit.text, units, terms)
+        section = section_name(hit.heading or "")
+        defined = defined_by(hit.text, units, terms, section is not None)
         for j, unit in enumerate(units):
             text = hit.text[unit.start:unit.end]
             normal = _normal(text)
@@ -197,10 +202,14 @@ def candidates(hits: Sequence, skip_tails: bool = True) -> list[_Candidate]:
             heads = terms[j + 1] if j + 1 < len(units) else None
             out.append(_Candidate(i, unit, text, hit.text[lo:hi], hit.heading, following,
                                   terms[j], sentence_before(hit.text, units, j),
-                                  # a term names what it defines: it needs no heading
-                                  title=None if heads is not None else title_of(hit.text, units, j),
+                                  # a term names what it defines, as does a code section's
+                                  # title: it needs no other heading
+                                  title=None if heads is not None or defined[j] is not None
+                                  else title_of(hit.text, units, j),
                                   binding=binding_of(hit.text, units, j), heads=heads,
-                                  defined=None if terms[j] is not None else defined[j]))
+                                  defined=None if terms[j] is not None or defined[j] is CHUNK_SECTION
+                                  else defined[j],
+                                  section=section if terms[j] is None and defined[j] is CHUNK_SECTION else None))
     return out
 
 
@@ -361,11 +370,15 @@ def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[f
         if _overlaps(spans, c.hit, c.unit.start, c.unit.end):
             continue
         start, end, first, last = c.unit.start, c.unit.end, c.unit, c.unit
-        # a later sentence of a definition's body is quoted after its term (`defined_by`); where the
-        # two do not fit, it is not quoted (a first quote always comes with its term)
+        # a later sentence of a definition's body, or a sentence of a section headed by the code it
+        # describes, is quoted after that name (`defined_by`); where the two do not fit, it is not
+        # quoted (a first quote always comes with its name)
         label, label_range = "", None
         if whole_thoughts and c.defined is not None and not _overlaps(spans, c.hit, c.defined.start, c.defined.end):
             label, label_range = hits[c.hit].text[c.defined.start:c.defined.end], (c.defined.start, c.defined.end)
+        elif whole_thoughts and c.section is not None:
+            label = c.section
+        if label:
             if word_count(label) + 1 + word_count(c.text) + 1 + words > max_words and spans:
                 continue
         # a definition's first sentence is quoted with the term it defines (and the dash that

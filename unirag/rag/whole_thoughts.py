@@ -111,12 +111,50 @@ def term_of(text: str, units: Sequence[Unit], j: int) -> Unit | None:
 _NAMES_CODE = re.compile(r"[(._]")
 
 
-def defined_by(text: str, units: Sequence[Unit], terms: Sequence[Unit | None]) -> list[Unit | None]:
-    """Per unit, the term of the API definition whose body it goes on (a sentence after the body's
-    first, in its first paragraph or a later one), or None. `terms` is `term_of` per unit. Read in
-    one pass: a unit that opens a definition's body opens the definition, if its term names code
-    (`_NAMES_CODE`); a heading, a code line, a table row or another term line closes it. A
-    definition's first sentence is `term_of`'s. Reference pages go on about the function they
+# a heading whose title names code: a code span with at most one other word ("`os.homedir()`",
+# "Class: `Timeout`", "Event: `'exit'`"), not a title in words that mentions code ("Concise Control
+# Flow with `if let`"). Markdown API references (Node.js, many JavaScript and Go projects) head each
+# function's section so, and its sentences never name it ("Returns the string path of ...").
+_CODE_SPAN = re.compile(r"`[^`\n]+`")
+_HEADING_TITLE = re.compile(r"^ {0,3}#{1,6}[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$", re.MULTILINE)
+
+
+def names_code(title: str) -> bool:
+    """Whether a heading's title names code (a code span with at most one other word)."""
+    return bool(_CODE_SPAN.search(title)) and len(_WORD_OF_LETTERS.findall(_CODE_SPAN.sub(" ", title))) <= 1
+
+
+def _code_heading(text: str, start: int, end: int) -> Unit | None:
+    """The title of the last heading line in text[start:end], if it names code."""
+    titles = list(_HEADING_TITLE.finditer(text, start, end))
+    if not titles or not names_code(titles[-1].group(1)):
+        return None
+    return Unit(titles[-1].start(1), titles[-1].end(1))
+
+
+# `defined_by`'s mark for a unit of the section a chunk opens in (before any heading of its own),
+# when that section's heading names code: its chunk's heading path names it (`section_name`), not
+# its text
+CHUNK_SECTION = Unit(0, 0)
+
+
+def section_name(heading_path: str) -> str | None:
+    """The last heading of a chunk's heading path ("Util > `util.format(format[, ...args])`"), if it
+    names code."""
+    last = heading_path.rsplit(" > ", 1)[-1].strip()
+    return last if names_code(last) else None
+
+
+def defined_by(text: str, units: Sequence[Unit], terms: Sequence[Unit | None],
+               opens_in_code_section: bool = False) -> list[Unit | None]:
+    """Per unit, what names the API it describes, or None: the term of the definition whose body it
+    goes on (a sentence after the body's first, in its first paragraph or a later one), or the
+    title of the section it is in when that heading names code (`names_code`; CHUNK_SECTION for
+    the section the chunk opens in, before its first heading, with `opens_in_code_section`).
+    `terms` is `term_of` per unit. Read in one pass: a unit that opens a definition's body opens
+    the definition, if its term names code (`_NAMES_CODE`); a heading, a code line, a table row or
+    another term line closes it. A section goes on past code lines and tables, to the next heading.
+    A definition's first sentence is `term_of`'s. Reference pages go on about the function they
     define for paragraphs ("If the expansion fails ..., the path is returned unchanged."), and
     quoted alone such a sentence does not say what it is about either."""
     def stops(k: int) -> bool:
@@ -124,18 +162,28 @@ def defined_by(text: str, units: Sequence[Unit], terms: Sequence[Unit | None]) -
         return units[k].code or " | " in unit or (k + 1 < len(units) and _term_line(text, units, k))
 
     out: list[Unit | None] = [None] * len(units)
-    current: Unit | None = None  # the term of the definition open after the unit before
-    for j in range(1, len(units)):
+    if not units:
+        return out
+    # what names the API of the units that follow, and whether a heading's section names it
+    current = _code_heading(text, 0, units[0].start)
+    if (current is None and opens_in_code_section
+            and not any(HEADING.match(line) for line in text[:units[0].start].split("\n"))):
+        current = CHUNK_SECTION
+    in_section = current is not None
+    for j in range(len(units)):
         sentence = text[units[j].start:units[j].end]
-        if not stops(j) and sentence[:1].isalnum() and not LIST_ITEM.match(sentence):
+        if (j or in_section) and not stops(j) and sentence[:1].isalnum() and not LIST_ITEM.match(sentence):
             out[j] = current
-        # what stays open for the units after this one
-        gap = text[units[j].end:units[j + 1].start] if j + 1 < len(units) else ""
+        if j + 1 == len(units):
+            break
+        gap = text[units[j].end:units[j + 1].start]
         if any(HEADING.match(line) for line in gap.split("\n")):
-            current = None
+            current = _code_heading(text, units[j].end, units[j + 1].start)
+            in_section = current is not None
         elif terms[j] is not None:
             current = terms[j] if _NAMES_CODE.search(text[terms[j].start:terms[j].end]) else None
-        elif stops(j):
+            in_section = False
+        elif stops(j) and not in_section:
             current = None
     return out
 
