@@ -196,3 +196,17 @@ def test_a_menu_before_the_first_heading_and_a_block_of_the_pages_own_anchors_ar
     # and a block that holds the page's words with two of its anchors is no table of contents
     lead = '<div><p>Read <a href="#s1">getting started</a> and <a href="#s2">output modes</a> before you begin.</p></div>'
     assert "before you begin" in html_to_markdown(f"<body>{lead}{BODY_SECTIONS}</body>")[0]
+
+
+def test_a_definitions_text_after_the_definitions_nested_in_it_comes_after_its_term_again():
+    # Sphinx: a class's definition holds its methods' definitions, then more of the class's own text;
+    # as flat paragraphs, that text would read as the last method's
+    page = ('<main><dl class="py class"><dt>class unittest.TestCase(methodName)</dt><dd><p>A test case.</p>'
+            '<dl class="py method"><dt>debug()</dt><dd><p>Run the test.</p></dd></dl>'
+            '<p>The class provides assert methods:</p>'
+            '<table><tr><td>assertEqual(a, b)</td><td><dl class="simple"><dt>a</dt><dd>equals b</dd></dl></td></tr></table>'
+            '<p>Finally, it has attributes.</p></dd></dl></main>')
+    assert html_to_markdown(page)[0] == (
+        "class unittest.TestCase(methodName)\n\nA test case.\n\ndebug()\n\nRun the test.\n\n"
+        "class unittest.TestCase(methodName)\n\nThe class provides assert methods:\n\n"
+        "assertEqual(a, b) | a equals b\n\nFinally, it has attributes.")

@@ -381,8 +381,17 @@ class _Markdown:
         self._cells = 0  # open table cells
         self._code_ended = -1  # where in `out` the last <code> inside a <pre> ended
         self._cut = False  # something was left out since the last text (`left_out`)
+        # per open <dl>: [where its last <dt> began in `out`, that term's text, inside its <dd>?]
+        self._lists: list[list] = []
+        self._resume = ""  # a term to write again before the next text (`_end_definition_list`)
 
     def start(self, tag: str, attrs: dict) -> None:
+        if tag in ("dl", "dt") or tag == "dd" and self._lists:
+            self._resume = ""
+            if tag == "dl":
+                self._lists.append([None, "", False])
+            elif self._lists:
+                self._lists[-1][0 if tag == "dt" else 2] = len(self.out) if tag == "dt" else True
         if tag in ("td", "th"):  # a row on one line, cells apart: "-v | verbose", not "-vverbose"
             if not self._at_line_start():
                 self.out.append("| " if self.out[-1].endswith(" ") else " | ")
@@ -402,6 +411,8 @@ class _Markdown:
             self._break("\n- " if tag == "li" else "\n")
 
     def end(self, tag: str) -> None:
+        if tag in ("dl", "dt", "dd") and self._lists:
+            self._end_definition_list_item(tag)
         if tag in ("td", "th"):
             self._cells = max(0, self._cells - 1)
         elif tag == "pre" and self._fences:
@@ -414,6 +425,25 @@ class _Markdown:
             self._break("\n\n")
         elif tag in _BLOCKS:
             self._break("\n")
+
+    def _end_definition_list_item(self, tag: str) -> None:
+        """Keeps each <dl>'s last term; where a <dl> nested in a definition ends and that definition
+        goes on, its term is written again before the text that follows.
+
+        Why: Sphinx writes a class as a term ("class unittest.TestCase(methodName='runTest')") and a
+        definition holding its methods, each a term and a definition of its own, then more of the
+        class's own text. As flat paragraphs, that text would follow the last method's ("debug()",
+        then "The TestCase class provides several assert methods ...") and be read as its."""
+        current = self._lists[-1]
+        if tag == "dt" and current[0] is not None:
+            current[1] = " ".join("".join(self.out[current[0]:]).split())
+        elif tag == "dd":
+            current[2] = False
+        elif tag == "dl":
+            self._lists.pop()
+            outer = self._lists[-1] if self._lists else None
+            # (a list in a table's cell, as docutils writes some, ends inside the row: nothing to resume)
+            self._resume = outer[1] if outer is not None and outer[2] and not self._cells else ""
 
     def _break(self, text: str) -> None:
         """A line break between blocks; a space inside a table cell (paragraphs, lists), so rows stay whole."""
@@ -435,6 +465,9 @@ class _Markdown:
         self._cut = True
 
     def text(self, data: str) -> None:
+        if self._resume and not self._fences and data.strip():
+            self.out.append(f"\n\n{self._resume}\n\n")
+            self._resume = ""
         cut, self._cut = self._cut, False
         if cut and not self._fences and data.startswith(_CLOSING) and self.out and self.out[-1].endswith(" "):
             self.out[-1] = self.out[-1].rstrip(" ")
