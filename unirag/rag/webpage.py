@@ -383,15 +383,17 @@ class _Markdown:
         self._cut = False  # something was left out since the last text (`left_out`)
         # per open <dl>: [where its last <dt> began in `out`, that term's text, inside its <dd>?]
         self._lists: list[list] = []
-        self._resume = ""  # a term to write again before the next text (`_end_definition_list`)
+        self._resume = ""  # a term to write again before the next text (`_end_definition_list_item`)
 
     def start(self, tag: str, attrs: dict) -> None:
-        if tag in ("dl", "dt") or tag == "dd" and self._lists:
-            self._resume = ""
+        if tag in ("dl", "dt", "dd"):
+            self._resume = ""  # what follows is a list or an item of one, not the definition's text
             if tag == "dl":
                 self._lists.append([None, "", False])
+            elif tag == "dt" and self._lists:
+                self._lists[-1][0] = len(self.out)
             elif self._lists:
-                self._lists[-1][0 if tag == "dt" else 2] = len(self.out) if tag == "dt" else True
+                self._lists[-1][2] = True
         if tag in ("td", "th"):  # a row on one line, cells apart: "-v | verbose", not "-vverbose"
             if not self._at_line_start():
                 self.out.append("| " if self.out[-1].endswith(" ") else " | ")
