@@ -3,13 +3,15 @@ nothing alone.
 
 Why: evidence selection quotes units (sentences, code lines: `sentences.py`) cut out of their
 passage, and many do not stand alone. A definition's body never names what it defines ("Return
-the argument with ~ replaced ..."), a section's first sentence may leave its subject to the
-heading, "That means ..." points back to the sentence before it, a code line opening with a name
-leaves out what the name is, and a unit ending in ":" promises what comes next. Each function
-here finds, from a chunk's text and its units, the unit such a unit is quoted with (`term_of`,
-`defined_by`, `title_of`, `sentence_before`, `binding_of`) or says which kind it is (`points_back`,
-`announces`); `quotable`, `asks`, `says_something` and `starts_mid_sentence` say which units are
-not worth quoting at all. `evidence.py` builds its candidates and joins its quotes with them.
+the argument with ~ replaced ..."), nor does a sentence in a section headed by the function's
+name ("## `os.homedir()`"); a section's first sentence may leave its subject to the heading,
+"That means ..." points back to the sentence before it, a code line opening with a name leaves
+out what the name is, and a unit ending in ":" promises what comes next. Each function here
+finds, from a chunk's text and its units, the unit such a unit is quoted with (`term_of`,
+`defined_by`, `title_of`, `sentence_before`, `binding_of`) or says which kind it is
+(`points_back`, `announces`; `names_code` and `section_name` say which headings name code);
+`quotable`, `asks`, `says_something` and `starts_mid_sentence` say which units are not worth
+quoting at all. `evidence.py` builds its candidates and joins its quotes with them.
 """
 
 from __future__ import annotations
