@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from unirag.errors import UniragError
-from unirag.rag.ask import NO_ANSWER, AskSettings, answer_hits, focused_hits, quote
+from unirag.rag.ask import NO_ANSWER, AskSettings, answer_hits, focused_hits, quote, quotes
 from unirag.rag.evidence import (SCORERS, Evidence, Span, choose, fuse, offer_order, passage_order, reading_order,
                                  score, select)
 from unirag.rag.pipeline import Hit
@@ -508,6 +508,17 @@ def test_a_sentence_of_a_code_section_is_quoted_after_its_name():
     assert ev.spans[0].text == "It falls back to the operating system."  # the name is no part of the quote
     plain = Hit("a", 1.0, text, "os.md", "OS > Using the module")  # a heading in words names nothing
     assert candidates([plain])[0].section is None
+
+
+def test_a_name_is_not_repeated_before_the_next_quote_of_its_passage():
+    name = "`os.homedir()`"
+    first = Span(0, 0, 5, "Returns the home.", label=name)
+    second = Span(0, 9, 14, "It reads HOME.", label=name)
+    other = Span(1, 0, 5, "Hosts have names.", label="`os.hostname()`")
+    assert quotes([first, second]) == ["“`os.homedir()` — …Returns the home.” [1]", "“It reads HOME.” [1]"]
+    # with another passage's quote between, the name is said again
+    assert quotes([first, other, second])[2] == "“`os.homedir()` — …It reads HOME.” [1]"
+    assert quotes([first, replace(second, hit=2)])[1] == "“`os.homedir()` — …It reads HOME.” [3]"
 
 
 def test_a_term_is_quoted_with_the_definition_it_heads(tiny):

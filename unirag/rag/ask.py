@@ -175,6 +175,20 @@ def quote(span: evidence_mod.Span) -> str:
     return f"“{opening}{text}{'…' if span.cut_after else ''}” [{span.hit + 1}]"
 
 
+def quotes(spans: Sequence[evidence_mod.Span]) -> list[str]:
+    """The spans quoted in this order, a name (`Span.label`) not repeated before a span of the same
+    passage right after one it was shown with: the quotes of one function's section or definition
+    read "`os.homedir()` — …Returns ..." then "It reads HOME first.", not the name again.
+    `evidence.choose` counts the name's words for each quote, so the answer stays within its word
+    budget in any order."""
+    out, before = [], None
+    for span in spans:
+        named = (span.hit, span.label)
+        out.append(quote(replace(span, label="") if span.label and named == before else span))
+        before = named
+    return out
+
+
 def focused_hits(hits: Sequence[Hit], spans: Sequence[evidence_mod.Span]) -> list[Hit]:
     """The hits cut down to their chosen spans with one unit of text on each side, in document
     order; the numbering (and so the citations) stays that of `hits`."""
@@ -220,8 +234,8 @@ def _pieces(model, question: str, hits: list[Hit], ev: evidence_mod.Evidence, ab
             yield f" {CLOSEST} {quote(spans[0])}"
         return
     if settings.answer in ("extractive", "both"):
-        for i, span in enumerate(spans):  # one quote per line, streamed one by one
-            yield ("\n" if i else "") + quote(span)
+        for i, line in enumerate(quotes(spans)):  # one quote per line, streamed one by one
+            yield ("\n" if i else "") + line
     if settings.answer in ("generated", "both"):
         if settings.answer == "both":
             yield "\n\nIn short: "

@@ -378,8 +378,9 @@ def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[f
             label, label_range = hits[c.hit].text[c.defined.start:c.defined.end], (c.defined.start, c.defined.end)
         elif whole_thoughts and c.section is not None:
             label = c.section
+        label_words = word_count(label) + 1 if label else 0
         if label:
-            if word_count(label) + 1 + word_count(c.text) + 1 + words > max_words and spans:
+            if label_words + word_count(c.text) + 1 + words > max_words and spans:
                 continue
         # a definition's first sentence is quoted with the term it defines (and the dash that
         # sets the term off); where the two do not fit, it is not quoted: alone it never says
@@ -418,7 +419,7 @@ def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[f
         text = hits[c.hit].text[start:end]
         # the "[n]", and the dash that sets a term off from its definition
         dash = first is c.term or first is c.title or last is not c.unit and c.heads is not None
-        n = word_count(text) + 1 + dash + (word_count(label) + 1 if label else 0)
+        n = word_count(text) + 1 + dash + label_words
         if spans and words + n > max_words:
             continue
         spans.append(Span(c.hit, start, end, text, float(fused[i]), scores["likelihood"][i],
