@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from html.parser import HTMLParser
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from .chunking import fence_for
@@ -372,6 +373,15 @@ def _main_content(events: list[_Event]) -> list[int]:
 _HEADING_MARK = re.compile(r"#{1,6}(?:\s|$)")  # what opens a Markdown heading line ("#include" does not)
 
 
+@dataclass
+class _DefinitionList:
+    """An open <dl>, as `_Markdown` follows it."""
+
+    term_at: int | None = None  # where its last <dt> began in `_Markdown.out`
+    term: str = ""  # that term's text
+    in_definition: bool = False  # inside the <dd> after it
+
+
 class _Markdown:
     """Renders events as text: h1-h6 become `#` headings, <pre> a fenced block, block tags line breaks."""
 
@@ -381,19 +391,18 @@ class _Markdown:
         self._cells = 0  # open table cells
         self._code_ended = -1  # where in `out` the last <code> inside a <pre> ended
         self._cut = False  # something was left out since the last text (`left_out`)
-        # per open <dl>: [where its last <dt> began in `out`, that term's text, inside its <dd>?]
-        self._lists: list[list] = []
+        self._lists: list[_DefinitionList] = []  # the open <dl>s, outermost first
         self._resume = ""  # a term to write again before the next text (`_end_definition_list_item`)
 
     def start(self, tag: str, attrs: dict) -> None:
         if tag in ("dl", "dt", "dd"):
             self._resume = ""  # what follows is a list or an item of one, not the definition's text
             if tag == "dl":
-                self._lists.append([None, "", False])
+                self._lists.append(_DefinitionList())
             elif tag == "dt" and self._lists:
-                self._lists[-1][0] = len(self.out)
+                self._lists[-1].term_at = len(self.out)
             elif self._lists:
-                self._lists[-1][2] = True
+                self._lists[-1].in_definition = True
         if tag in ("td", "th"):  # a row on one line, cells apart: "-v | verbose", not "-vverbose"
             if not self._at_line_start():
                 self.out.append("| " if self.out[-1].endswith(" ") else " | ")
@@ -437,15 +446,15 @@ class _Markdown:
         class's own text. As flat paragraphs, that text would follow the last method's ("debug()",
         then "The TestCase class provides several assert methods ...") and be read as its."""
         current = self._lists[-1]
-        if tag == "dt" and current[0] is not None:
-            current[1] = " ".join("".join(self.out[current[0]:]).split())
+        if tag == "dt" and current.term_at is not None:
+            current.term = " ".join("".join(self.out[current.term_at:]).split())
         elif tag == "dd":
-            current[2] = False
+            current.in_definition = False
         elif tag == "dl":
             self._lists.pop()
             outer = self._lists[-1] if self._lists else None
             # (a list in a table's cell, as docutils writes some, ends inside the row: nothing to resume)
-            self._resume = outer[1] if outer is not None and outer[2] and not self._cells else ""
+            self._resume = outer.term if outer is not None and outer.in_definition and not self._cells else ""
 
     def _break(self, text: str) -> None:
         """A line break between blocks; a space inside a table cell (paragraphs, lists), so rows stay whole."""

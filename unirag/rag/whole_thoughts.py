@@ -199,18 +199,17 @@ def title_of(text: str, units: Sequence[Unit], j: int) -> Unit | None:
     if units[j].code or not text[units[j].start:units[j].start + 1].isalnum() \
             or LIST_ITEM.match(text[units[j].start:units[j].end]):
         return None
-    gap = text[units[j - 1].end if j else 0:units[j].start]
-    lines = [line for line in gap.split("\n") if line.strip()]
+    gap_start = units[j - 1].end if j else 0
+    lines = [line for line in text[gap_start:units[j].start].split("\n") if line.strip()]
     if not lines or not HEADING.match(lines[-1]):
         return None
-    line = lines[-1]
-    title = re.match(r"\s*#+\s*(.*?)(?:\s+#+)?\s*$", line).group(1)
+    heading = list(_HEADING_TITLE.finditer(text, gap_start, units[j].start))[-1]
+    title = heading.group(1)
     words = content_words(title)
     if (not words or word_count(title) > MAX_TERM_WORDS
             or words & content_words(text[units[j].start:units[j].end])):
         return None
-    start = units[j].start - len(gap) + gap.rindex(line) + line.index(title)
-    return Unit(start, start + len(title))
+    return Unit(heading.start(1), heading.end(1))
 
 
 # a code line that opens with a name it calls a method of or indexes ("group.add_argument(...)",
