@@ -407,6 +407,12 @@ def test_the_draft_fits_the_context_window(tiny):
      "Class: `Timeout`"),
     ("defined_by", "## Using `if let` for enums\n\nIt matches one pattern.", None),   # a title in words
     ("defined_by", "## `os.homedir()`\n\nReturns the home.\n\n## Notes\n\nIt reads HOME.", None),  # the next heading
+    # a code line inside a bracket an earlier line of its block opens
+    ("statement_of", "```js\nconst ls = spawn('ls', ['-l'], {\n  stdio: 'pipe',\n```", "const ls = spawn('ls', ['-l'], {"),
+    ("statement_of", "```python\nt = f(d.year,\n      d.day, \"(\")\n```", "t = f(d.year,"),  # a string's bracket is text
+    ("statement_of", "```js\nls.on('data', (data) => {\n  console.log(data);\n```", None),  # a callback's statement
+    ("statement_of", "```rust\nfn f<'a>(s: &'a str) -> Vec<&'a str> {\n    vec![s],\n```", None),  # a lifetime's '
+    ("statement_of", "```js\nspawn('ls', [\n```\n\n```js\n  stdio: 'pipe',\n```", None),  # another block
     ("sentence_before", "Sorts are stable. That means order is kept.", "Sorts are stable."),
     ("sentence_before", "Sorts are stable.\n\nThat means order is kept.", None),          # another paragraph
     ("sentence_before", "> Sorts are stable.\n>\n> That means order is kept.", None),    # another quoted one
@@ -425,6 +431,40 @@ def test_whole_thoughts_find_the_unit_quoted_before_one(finder, text, expected):
     else:
         found = getattr(whole_thoughts, finder)(text, units, len(units) - 1)
     assert (found and text[found.start:found.end]) == expected
+
+
+def test_a_statements_lines_cut_off_from_its_start_are_no_candidates():
+    from unirag.rag.evidence import candidates
+
+    # the chunk's edge cut "time.struct_time((d.year, d.month," off; the callback's own statement
+    # inside a call opened before the edge stays
+    text = ("```python\n    d.day, d.hour,\n    d.weekday(), yday, dst))\n```\n\nThe tuple holds the fields.\n\n"
+            "```js\n  emitter.setMaxListeners(10);\n});\n```")
+    texts = [c.text for c in candidates([Hit("a", 1.0, text, "a.md")])]
+    assert texts == ["The tuple holds the fields.", "emitter.setMaxListeners(10);"]
+
+
+def test_a_statements_later_line_is_quoted_from_its_first_or_not_at_all():
+    from unirag.rag.evidence import candidates
+
+    text = ("Run a command with its output piped:\n\n```js\nconst ls = spawn('ls', ['-lh'], {\n"
+            "  stdio: 'pipe',\n  shell: true,\n});\n```")
+    hit = Hit("a", 1.0, text, "child_process.md", "child_process")
+    cands = candidates([hit])
+    likelihood = [3.0 if c.text == "stdio: 'pipe'," else 0.0 for c in cands]
+    ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, 20, ("likelihood",), interleave=False)
+    assert quote(ev.spans[0]) == "“const ls = spawn('ls', ['-lh'], { stdio: 'pipe',” [1]"
+    # where the statement's first line does not fit after a first quote, the tail is not quoted
+    # (alone, "stdio: 'pipe'," would fit)
+    text = "Pipes carry the output.\n\n```js\nconst ls = spawn('ls', ['-lh'], {\n  stdio: 'pipe',\n});\n```"
+    hit = Hit("a", 1.0, text, "child_process.md", "child_process")
+    cands = candidates([hit])
+    likelihood = [3.0 if c.text.startswith("Pipes") else 2.0 if c.text == "stdio: 'pipe'," else 0.0 for c in cands]
+    ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, 9, ("likelihood",), interleave=False)
+    assert [s.text for s in ev.spans] == ["Pipes carry the output."]
+    alone = choose([hit], cands, {"likelihood": likelihood}, 0.0, 9, ("likelihood",), whole_thoughts=False,
+                   interleave=False)
+    assert [s.text for s in alone.spans] == ["Pipes carry the output.", "stdio: 'pipe',"]
 
 
 def test_a_definitions_first_sentence_is_quoted_with_its_term(tiny):

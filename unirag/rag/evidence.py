@@ -25,7 +25,9 @@ taken while it fits `max_words`, counted with one word more for the "[n]" it wil
 with. Units that do not stand alone are quoted with what they need (`whole_thoughts.py`): a
 sentence that opens the body of a definition with the term it defines (`term_of`) or not at
 all, a later sentence of an API definition's body after that term and "— …" (`defined_by`) or
-not at all, and such a term with its first sentence where it fits (alone, it still names what to use);
+not at all, and such a term with its first sentence where it fits (alone, it still names what
+to use); a code line that goes on a statement (it ends with a comma or closes brackets) from
+the earlier line whose bracket it sits inside (`statement_of`) or not at all;
 where the pair fits or as the first quote, a unit ending in ":" with the unit it introduces, a
 unit that points back with the sentence before it (`sentence_before`) and a code line after the
 line that binds the name it opens with (`binding_of`); where it fits, a section's first
@@ -53,9 +55,9 @@ from .attribution import content_words
 from .loops import until_repeat
 from .pipeline import fit
 from .sentences import Unit, split_units, word_count
-from .whole_thoughts import (CHUNK_SECTION, announces, asks, binding_of, defined_by, points_back, quotable,
-                             says_something, section_name, sentence_before, starts_mid_sentence, term_of,
-                             title_of)
+from .whole_thoughts import (CHUNK_SECTION, announces, asks, binding_of, closes_unopened, defined_by, points_back,
+                             quotable, says_something, section_name, sentence_before, starts_mid_sentence,
+                             statement_of, term_of, title_of)
 
 SCORERS = ("likelihood", "embedding", "draft", "answer", "lexical", "rank")
 # chosen on the two dev sets with the rerank's default weight (docs/RESULTS.md, "Answers"): once the
@@ -156,6 +158,7 @@ class _Candidate:
     previous: Unit | None = None  # the sentence before it in its paragraph (`sentence_before`), if any
     title: Unit | None = None  # the heading of the section it opens (`title_of`), if it needs one
     binding: Unit | None = None  # the line binding the name a code line opens with (`binding_of`)
+    statement: Unit | None = None  # the line opening the bracket a code line sits inside (`statement_of`)
     # where it is (the last line of) the term of the next unit (`term_of`), that whole term, its
     # other names above it included ("-d" above "--delete"): alone it names a thing
     # ("`--build-project`", "os.path.expanduser(path)") and says nothing of it
@@ -186,7 +189,8 @@ def candidates(hits: Sequence, skip_tails: bool = True) -> list[_Candidate]:
             text = hit.text[unit.start:unit.end]
             normal = _normal(text)
             if (not quotable(text) or (not unit.code and asks(text))
-                    or (skip_tails and starts_mid_sentence(hit.text, unit, j == 0))
+                    or (skip_tails and (starts_mid_sentence(hit.text, unit, j == 0)
+                                        or closes_unopened(hit.text, units, j)))
                     or any(normal in seen for seen in taken)):
                 continue
             taken.append(normal)
@@ -207,6 +211,7 @@ def candidates(hits: Sequence, skip_tails: bool = True) -> list[_Candidate]:
                                   title=None if heads is not None or defined[j] is not None
                                   else title_of(hit.text, units, j),
                                   binding=binding_of(hit.text, units, j), heads=heads,
+                                  statement=statement_of(hit.text, units, j),
                                   defined=None if terms[j] is not None or defined[j] is CHUNK_SECTION
                                   else defined[j],
                                   section=section if terms[j] is None and defined[j] is CHUNK_SECTION else None))
@@ -399,6 +404,13 @@ def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[f
               and not _overlaps(spans, c.hit, c.previous.start, c.previous.end)
               and (word_count(hits[c.hit].text[c.previous.start:end]) + 1 + words <= max_words or not spans)):
             start, first = c.previous.start, c.previous
+        # a code line inside a bracket an earlier line opens is quoted from that line where it
+        # fits, and not at all where it does not: alone it is a statement's tail
+        elif (whole_thoughts and c.statement is not None
+              and not _overlaps(spans, c.hit, c.statement.start, c.unit.start)):
+            if word_count(hits[c.hit].text[c.statement.start:end]) + 1 + words > max_words:
+                continue
+            start, first = c.statement.start, c.statement
         # a code line that opens with a name is quoted from the line that binds it, when that fits
         elif (whole_thoughts and c.binding is not None
               and not _overlaps(spans, c.hit, c.binding.start, c.unit.start)

@@ -6,12 +6,13 @@ passage, and many do not stand alone. A definition's body never names what it de
 the argument with ~ replaced ..."), nor does a sentence in a section headed by the function's
 name ("## `os.homedir()`"); a section's first sentence may leave its subject to the heading,
 "That means ..." points back to the sentence before it, a code line opening with a name leaves
-out what the name is, and a unit ending in ":" promises what comes next. Each function here
-finds, from a chunk's text and its units, the unit such a unit is quoted with (`term_of`,
-`defined_by`, `title_of`, `sentence_before`, `binding_of`) or says which kind it is
-(`points_back`, `announces`; `names_code` and `section_name` say which headings name code);
-`quotable`, `asks`, `says_something` and `starts_mid_sentence` say which units are not worth
-quoting at all. `evidence.py` builds its candidates and joins its quotes with them.
+out what the name is, a code line inside a call opened lines before ("stdio: 'pipe',") is a
+statement's tail, and a unit ending in ":" promises what comes next. Each function here finds,
+from a chunk's text and its units, the unit such a unit is quoted with (`term_of`,
+`defined_by`, `title_of`, `sentence_before`, `binding_of`, `statement_of`) or says which kind it
+is (`points_back`, `announces`; `names_code` and `section_name` say which headings name code);
+`quotable`, `asks`, `says_something`, `starts_mid_sentence` and `closes_unopened` say which
+units are not worth quoting at all. `evidence.py` builds its candidates and joins its quotes with them.
 """
 
 from __future__ import annotations
@@ -234,6 +235,65 @@ def binding_of(text: str, units: Sequence[Unit], j: int) -> Unit | None:
         if not units[k].code or _FENCE_IN.search(text, units[k].end, units[k + 1].start):
             return None  # the block starts after it
         if binds.match(text[units[k].start:units[k].end]):
+            return units[k]
+    return None
+
+
+# string literals and comments, whose brackets are text, not code
+# (a single quote after a letter, "&" or "<" is an apostrophe or a Rust lifetime: "&'a str")
+_LITERAL_OR_COMMENT = re.compile(r"\"(?:[^\"\\\n]|\\.)*\"|(?<![\w&<])'(?:[^'\\\n]|\\.)*'(?!\w)|`[^`\n]*`"
+                                 r"|(?:^|(?<=\s))(?://|#).*$", re.MULTILINE)
+_OPENS, _CLOSES = "([", ")]"
+
+
+def _bracket_balance(code: str) -> int:
+    """Round and square brackets opened minus closed, outside string literals and comments
+    (braces open blocks as often as values, so they are not counted)."""
+    code = _LITERAL_OR_COMMENT.sub(" ", code)
+    return sum(code.count(c) for c in _OPENS) - sum(code.count(c) for c in _CLOSES)
+
+
+def _tail(text: str, unit: Unit) -> bool:
+    """Whether a code line goes on a statement begun on an earlier line: it closes more brackets
+    than it opens or ends with a comma. (A line ending in ";" or "{" inside a call is a
+    callback's own statement.)"""
+    own = _LITERAL_OR_COMMENT.sub(" ", text[unit.start:unit.end]).rstrip()
+    return unit.code and (_bracket_balance(own) < 0 or own.endswith(","))
+
+
+def closes_unopened(text: str, units: Sequence[Unit], j: int) -> bool:
+    """Whether a code line belongs to a statement whose first lines the chunk's edge cut off: it
+    comes before the line where its block (in this chunk) first closes a bracket that the block
+    never opened ("d.hour, d.minute, d.second," and "d.weekday(), yday, dst))" after a cut
+    "time.struct_time((d.year, d.month,"). Such a line says nothing alone, as a sentence's tail
+    does not."""
+    if not _tail(text, units[j]):
+        return False
+    first = j
+    while first > 0 and units[first - 1].code and not _FENCE_IN.search(text, units[first - 1].end, units[first].start):
+        first -= 1
+    balance = 0
+    for k in range(first, len(units)):
+        if k > first and (not units[k].code or _FENCE_IN.search(text, units[k - 1].end, units[k].start)):
+            return False  # the block ends with every bracket it closes opened
+        balance += _bracket_balance(text[units[k].start:units[k].end])
+        if balance < 0:
+            return j <= k
+    return False
+
+
+def statement_of(text: str, units: Sequence[Unit], j: int) -> Unit | None:
+    """The earlier line of the same code block whose bracket a code line sits inside, if any:
+    "stdio: 'pipe'," or "d.weekday(), yday, dst))" goes on a call opened lines before and,
+    quoted alone, is a statement's tail, as a sentence's tail is."""
+    if not _tail(text, units[j]):
+        return None
+    balance = 0
+    for k in range(j - 1, -1, -1):
+        if not units[k].code or _FENCE_IN.search(text, units[k].end, units[k + 1].start):
+            return None  # the block starts after it
+        balance += _bracket_balance(text[units[k].start:units[k].end])
+        if balance > 0:
             return units[k]
     return None
 
