@@ -427,7 +427,9 @@ def test_whole_thoughts_find_the_unit_quoted_before_one(finder, text, expected):
     units = split_units(text)
     if finder == "defined_by":  # read in one pass over the chunk's units
         terms = [whole_thoughts.term_of(text, units, k) for k in range(len(units))]
-        found = whole_thoughts.defined_by(text, units, terms)[-1]
+        name = whole_thoughts.defined_by(text, units, terms)[-1]
+        assert name is None or text[name.where.start:name.where.end] == name.text
+        found = name and name.where
     else:
         found = getattr(whole_thoughts, finder)(text, units, len(units) - 1)
     assert (found and text[found.start:found.end]) == expected
@@ -543,11 +545,11 @@ def test_a_sentence_of_a_code_section_is_quoted_after_its_name():
     ev = choose([hit], cands, scores, 0.0, 40, ("likelihood",), interleave=False)
     assert [quote(s) for s in ev.spans] == [
         "“`os.homedir()` — …It falls back to the operating system.” [1]",
-        "“`os.hostname()` — …Returns the host name of the operating system.” [1]",
+        "“`os.hostname()` — Returns the host name of the operating system.” [1]",  # the section's first
         "“Notes — The operating system decides.” [1]"]  # `title_of`: a heading in words
     assert ev.spans[0].text == "It falls back to the operating system."  # the name is no part of the quote
     plain = Hit("a", 1.0, text, "os.md", "OS > Using the module")  # a heading in words names nothing
-    assert candidates([plain])[0].section is None
+    assert candidates([plain])[0].defined is None
 
 
 def test_a_name_is_not_repeated_before_the_next_quote_of_its_passage():

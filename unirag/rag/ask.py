@@ -169,9 +169,11 @@ class Answer:
 def quote(span: evidence_mod.Span) -> str:
     """A span as it appears in an answer: its text as a reader reads it (`sentences.plain`), in
     quotes, with its number; "…" marks where a sentence too long to quote whole goes on, and where
-    a definition's later sentence follows the term it is quoted after ("term — …sentence")."""
+    a definition's later sentence follows the term it is quoted after ("term — …sentence"); a
+    section's first sentence follows the name its heading gives with no "…"."""
     text = plain(span.text, span.code)
-    opening = f"{plain(span.label)} — …" if span.label else "…" if span.cut_before else ""
+    opening = (f"{plain(span.label)} — {'' if span.after_label else '…'}" if span.label
+               else "…" if span.cut_before else "")
     return f"“{opening}{text}{'…' if span.cut_after else ''}” [{span.hit + 1}]"
 
 

@@ -55,9 +55,9 @@ from .attribution import content_words
 from .loops import until_repeat
 from .pipeline import fit
 from .sentences import Unit, split_units, word_count
-from .whole_thoughts import (CHUNK_SECTION, announces, asks, binding_of, closes_unopened, defined_by, points_back,
-                             quotable, says_something, section_name, sentence_before, starts_mid_sentence,
-                             statement_of, term_of, title_of)
+from .whole_thoughts import (Name, announces, asks, binding_of, closes_unopened, defined_by, points_back, quotable,
+                             says_something, section_name, sentence_before, starts_mid_sentence, statement_of,
+                             term_of, title_of)
 
 SCORERS = ("likelihood", "embedding", "draft", "answer", "lexical", "rank")
 # chosen on the two dev sets with the rerank's default weight (docs/RESULTS.md, "Answers"): once the
@@ -96,10 +96,11 @@ class Span:
     cut_before: bool = False  # the sentence began before the span (a long sentence's later piece)
     cut_after: bool = False   # the sentence goes on after the span
     code: bool = False  # the span opens with a code line
-    # the term of the definition the span goes on (`whole_thoughts.defined_by`), quoted before it
-    # with a dash: the span itself never names what it is about
+    # what the span describes (`whole_thoughts.defined_by`: a definition's term, a code section's
+    # name), quoted before it with a dash: the span itself never names what it is about
     label: str = ""
-    label_range: tuple[int, int] | None = None  # where the label is in hits[hit].text
+    label_range: tuple[int, int] | None = None  # where the label is in hits[hit].text, if there
+    after_label: bool = False  # the span comes right after its label: no "…" between them
 
 
 @dataclass(frozen=True)
@@ -163,10 +164,10 @@ class _Candidate:
     # other names above it included ("-d" above "--delete"): alone it names a thing
     # ("`--build-project`", "os.path.expanduser(path)") and says nothing of it
     heads: Unit | None = None
-    defined: Unit | None = None  # the term of the definition whose body it goes on (`defined_by`)
-    # the heading path's name of the code section its chunk opens in, for a unit before the chunk's
-    # first heading (`section_name`): what it describes, when the chunk's text does not say
-    section: str | None = None
+    # what it describes (`defined_by`): the term of the definition whose body it goes on, or the
+    # name of the code section it is in (from the chunk's heading path where the chunk opens in it)
+    defined: Name | None = None
+    after_name: bool = False  # it is the first unit after that name in the chunk's text
 
 
 def _normal(text: str) -> str:
@@ -183,8 +184,7 @@ def candidates(hits: Sequence, skip_tails: bool = True) -> list[_Candidate]:
     for i, hit in enumerate(hits):
         units = split_units(hit.text)
         terms = [term_of(hit.text, units, k) for k in range(len(units))]
-        section = section_name(hit.heading or "")
-        defined = defined_by(hit.text, units, terms, section is not None)
+        defined = defined_by(hit.text, units, terms, section_name(hit.heading or ""))
         for j, unit in enumerate(units):
             text = hit.text[unit.start:unit.end]
             normal = _normal(text)
@@ -212,10 +212,16 @@ def candidates(hits: Sequence, skip_tails: bool = True) -> list[_Candidate]:
                                   else title_of(hit.text, units, j),
                                   binding=binding_of(hit.text, units, j), heads=heads,
                                   statement=statement_of(hit.text, units, j),
-                                  defined=None if terms[j] is not None or defined[j] is CHUNK_SECTION
-                                  else defined[j],
-                                  section=section if terms[j] is None and defined[j] is CHUNK_SECTION else None))
+                                  defined=None if terms[j] is not None else defined[j],
+                                  after_name=_right_after(defined[j], units, j)))
     return out
+
+
+def _right_after(name: Name | None, units: Sequence[Unit], j: int) -> bool:
+    """Whether units[j] is the first unit after `name`'s place in the chunk (a section's first
+    sentence under its heading): quoted after the name, nothing between them is left out."""
+    return (name is not None and name.where is not None
+            and (j == 0 or units[j - 1].end <= name.where.start) and name.where.end <= units[j].start)
 
 
 def _ranks(values: Sequence[float]) -> np.ndarray:
@@ -379,10 +385,10 @@ def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[f
         # describes, is quoted after that name (`defined_by`); where the two do not fit, it is not
         # quoted (a first quote always comes with its name)
         label, label_range = "", None
-        if whole_thoughts and c.defined is not None and not _overlaps(spans, c.hit, c.defined.start, c.defined.end):
-            label, label_range = hits[c.hit].text[c.defined.start:c.defined.end], (c.defined.start, c.defined.end)
-        elif whole_thoughts and c.section is not None:
-            label = c.section
+        where = c.defined.where if c.defined is not None else None
+        if (whole_thoughts and c.defined is not None
+                and (where is None or not _overlaps(spans, c.hit, where.start, where.end))):
+            label, label_range = c.defined.text, None if where is None else (where.start, where.end)
         label_words = word_count(label) + 1 if label else 0
         if label:
             if label_words + word_count(c.text) + 1 + words > max_words and spans:
@@ -436,7 +442,7 @@ def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[f
             continue
         spans.append(Span(c.hit, start, end, text, float(fused[i]), scores["likelihood"][i],
                           cut_before=first.cut_before, cut_after=last.cut_after, code=first.code,
-                          label=label, label_range=label_range))
+                          label=label, label_range=label_range, after_label=bool(label) and c.after_name))
         words += n
         if words >= max_words:
             break

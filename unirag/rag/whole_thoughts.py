@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from .attribution import content_words
 from .chunking import FENCE
@@ -135,10 +136,14 @@ def _code_heading(text: str, start: int, end: int) -> Unit | None:
     return Unit(titles[-1].start(1), titles[-1].end(1))
 
 
-# `defined_by`'s mark for a unit of the section a chunk opens in (before any heading of its own),
-# when that section's heading names code: its chunk's heading path names it (`section_name`), not
-# its text
-CHUNK_SECTION = Unit(0, 0)
+@dataclass(frozen=True)
+class Name:
+    """What a unit describes where the unit does not say: a definition's term or a code heading's
+    title in the chunk (`where`: its place in the chunk's text), or the code name of the section
+    the chunk opens in, from its heading path (`where` None: the chunk's text does not hold it)."""
+
+    text: str
+    where: Unit | None = None
 
 
 def section_name(heading_path: str) -> str | None:
@@ -149,11 +154,12 @@ def section_name(heading_path: str) -> str | None:
 
 
 def defined_by(text: str, units: Sequence[Unit], terms: Sequence[Unit | None],
-               opens_in_code_section: bool = False) -> list[Unit | None]:
+               section: str | None = None) -> list[Name | None]:
     """Per unit, what names the API it describes, or None: the term of the definition whose body it
     goes on (a sentence after the body's first, in its first paragraph or a later one), or the
-    title of the section it is in when that heading names code (`names_code`; CHUNK_SECTION for
-    the section the chunk opens in, before its first heading, with `opens_in_code_section`).
+    title of the section it is in when that heading names code (`names_code`; `section`, the
+    chunk's heading path's name (`section_name`), for the section the chunk opens in, before its
+    first heading).
     `terms` is `term_of` per unit. Read in one pass: a unit that opens a definition's body opens
     the definition, if its term names code (`_NAMES_CODE`); a heading, a code line, a table row or
     another term line closes it. A section goes on past code lines and tables, to the next heading.
@@ -164,14 +170,17 @@ def defined_by(text: str, units: Sequence[Unit], terms: Sequence[Unit | None],
         unit = text[units[k].start:units[k].end]
         return units[k].code or " | " in unit or (k + 1 < len(units) and _term_line(text, units, k))
 
-    out: list[Unit | None] = [None] * len(units)
+    def name(unit: Unit | None) -> Name | None:
+        return None if unit is None else Name(text[unit.start:unit.end], unit)
+
+    out: list[Name | None] = [None] * len(units)
     if not units:
         return out
     # what names the API of the units that follow, and whether a heading's section names it
-    current = _code_heading(text, 0, units[0].start)
-    if (current is None and opens_in_code_section
+    current = name(_code_heading(text, 0, units[0].start))
+    if (current is None and section is not None
             and not any(HEADING.match(line) for line in text[:units[0].start].split("\n"))):
-        current = CHUNK_SECTION
+        current = Name(section)
     in_section = current is not None
     for j in range(len(units)):
         sentence = text[units[j].start:units[j].end]
@@ -181,10 +190,10 @@ def defined_by(text: str, units: Sequence[Unit], terms: Sequence[Unit | None],
             break
         gap = text[units[j].end:units[j + 1].start]
         if any(HEADING.match(line) for line in gap.split("\n")):
-            current = _code_heading(text, units[j].end, units[j + 1].start)
+            current = name(_code_heading(text, units[j].end, units[j + 1].start))
             in_section = current is not None
         elif terms[j] is not None:
-            current = terms[j] if _NAMES_CODE.search(text[terms[j].start:terms[j].end]) else None
+            current = name(terms[j]) if _NAMES_CODE.search(text[terms[j].start:terms[j].end]) else None
             in_section = False
         elif stops(j) and not in_section:
             current = None
