@@ -23,6 +23,9 @@ CASES = [
      "See :func:`open`, :command:`add_library`, :ref:`the guide <guide-label>`, :class:`~a.b.Path`, "
      ":pep:`8`.\n",
      "See `open`, `add_library`, the guide, `Path`, PEP 8.\n"),
+    ("a role's '<...>' with no space before it is content, not a target",
+     "Use :genex:`$<TARGET_OBJECTS:objlib>` or :ref:`<target-only>`.\n",
+     "Use `$<TARGET_OBJECTS:objlib>` or target-only.\n"),
     ("literals, links, footnote references, escapes",
      "Use ``x = 1`` and `the docs <https://example.org>`_ or `Name`_ [#]_ and a\\ b.\n",
      "Use `x = 1` and the docs or Name and ab.\n"),

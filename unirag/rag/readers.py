@@ -45,10 +45,11 @@ DEFAULT_MAX_BYTES = 20 * 1024 * 1024
 # 3 (and mdx, notebook 1): footnote marks dropped (`strip_footnote_marks`)
 # rst 1: directives, literal blocks, roles and links read (`rst.py`), not only section titles;
 # a .txt file written in RST (Sphinx's include fragments, older Sphinx sources) is read as one;
-# 2: include directives read in place (`includes.py`)
+# 2: include directives read in place (`includes.py`); 3: a role's "<...>" read as its target only
+# after a space (":ref:`title <target>`"), so ":genex:`$<TARGET_OBJECTS>`" keeps its text
 # pdf 1: running headers, footers and page numbers dropped, headings found by type size (`pdf.py`);
 # 2: paragraphs found by their spacing, monospace lines fenced as code
-READER_FORMATS = {"html": 9, "markdown": 3, "mdx": 1, "notebook": 1, "pdf": 2, "rst": 2}
+READER_FORMATS = {"html": 9, "markdown": 3, "mdx": 1, "notebook": 1, "pdf": 2, "rst": 3}
 # a page that asks not to be indexed is skipped. Such pages have a number of their own, so that
 # ingest drops the chunks an earlier reading stored for them
 NOINDEX_FORMAT = 2

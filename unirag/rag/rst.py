@@ -240,7 +240,9 @@ _ESCAPE = re.compile(r"\\(.)")
 
 def _role(match: re.Match) -> str:
     role, content = match.group(1).lower(), match.group(2)
-    titled = re.fullmatch(r"(.*?)\s*<([^<>]+)>", content, re.DOTALL)
+    # "title <target>" (a space before "<"), or "<target>" alone; "$<TARGET_OBJECTS>" (a CMake
+    # generator expression) and "vector<int>" are the content itself
+    titled = re.fullmatch(r"(?:(.*?)\s+)?<([^<>]+)>", content, re.DOTALL)
     if titled and titled.group(1):
         content = titled.group(1)
     elif titled:
