@@ -271,9 +271,9 @@ def _tail(text: str, unit: Unit) -> bool:
 
 
 def closes_unopened(text: str, units: Sequence[Unit], j: int) -> bool:
-    """Whether a code line belongs to a statement whose first lines the chunk's edge cut off: it
-    comes before the line where its block (in this chunk) first closes a bracket that the block
-    never opened ("d.hour, d.minute, d.second," and "d.weekday(), yday, dst))" after a cut
+    """Whether a code line that goes on a statement (`_tail`) belongs to one whose first line the
+    chunk's edge cut off: it comes at or before the line where its block (in this chunk) first
+    closes a bracket that the block never opened ("d.hour, d.minute, d.second," and "d.weekday(), yday, dst))" after a cut
     "time.struct_time((d.year, d.month,"). Such a line says nothing alone, as a sentence's tail
     does not."""
     if not _tail(text, units[j]):
