@@ -42,21 +42,6 @@ def test_bm25_index_stems_and_ignores_stopword_only_queries():
     assert lexical.LexicalIndex.build([], []).search("loops", 3) == []
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("Set WORKING_DIRECTORY.", "Set WORKING_DIRECTORY WORKING DIRECTORY."),
-    ("Use readFileSync or XMLHttpRequest.", "Use readFileSync read File Sync or XMLHttpRequest XML Http Request."),
-    ("Call os.homedir() in a loop.", "Call os.homedir() in a loop."),  # plain words stay as they are
-])
-def test_compound_names_are_also_read_as_their_words(text, expected):
-    assert lexical.with_name_parts(text) == expected
-
-
-def test_a_question_in_words_finds_the_name_it_describes():
-    index = lexical.LexicalIndex.build(["dir", "env"], ["If WORKING_DIRECTORY is given, it is used.",
-                                                      "A test runs with setEnvironment variables."])
-    assert [id_ for id_, _ in index.search("Where is the working directory?", 2)] == ["dir"]
-
-
 def write(root: Path, files: dict[str, str]) -> Path:
     root.mkdir(exist_ok=True)
     for name, text in files.items():

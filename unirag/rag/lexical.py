@@ -14,7 +14,6 @@ with the number of chunks. Nothing is written to disk.
 from __future__ import annotations
 
 import hashlib
-import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,29 +23,13 @@ from . import store
 RRF_K = 60  # the constant of Cormack et al. (2009); larger flattens the rank weights
 
 
-# a name written as one word of several: snake_case, SCREAMING_SNAKE or camelCase
-_COMPOUND_NAME = re.compile(r"\b(?=\w*(?:_|[a-z][A-Z]))[A-Za-z_][A-Za-z0-9_]*\b")
-_NAME_BREAK = re.compile(r"_+|(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
-
-
-def with_name_parts(text: str) -> str:
-    """The text with each compound name followed by its words ("readFileSync read File Sync",
-    "WORKING_DIRECTORY WORKING DIRECTORY").
-
-    Why: users ask in words ("the folder a test runs in", "read a file"), while reference pages
-    name things in identifiers, which BM25 would otherwise read as one word no question holds."""
-    return _COMPOUND_NAME.sub(lambda m: f"{m.group(0)} {' '.join(filter(None, _NAME_BREAK.split(m.group(0))))}", text)
-
-
 def tokenize(texts: Sequence[str]):
-    """Lower-cased words of 2+ characters, compound names also as their words (`with_name_parts`),
-    English stopwords dropped, Snowball-stemmed ("loops" -> "loop")."""
+    """Lower-cased words of 2+ characters, English stopwords dropped, Snowball-stemmed ("loops" -> "loop")."""
     import bm25s
     import Stemmer
 
     stemmer = Stemmer.Stemmer("english")  # cheap to make; one per call because stemmers are not thread-safe
-    return bm25s.tokenize([with_name_parts(t) for t in texts], stopwords="en", stemmer=stemmer.stemWords,
-                          show_progress=False)
+    return bm25s.tokenize(list(texts), stopwords="en", stemmer=stemmer.stemWords, show_progress=False)
 
 
 def chunk_words(document: str, metadata: dict) -> str:
