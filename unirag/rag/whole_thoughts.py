@@ -229,6 +229,11 @@ _BINDS = r"^\s*(?:(?:>>>|\.\.\.)\s+)?(?:(?:let|const|var|auto)\s+(?:mut\s+)?)?{}
 _FENCE_IN = re.compile(FENCE.pattern, re.MULTILINE)  # a fence line anywhere in a stretch of text
 
 
+def _one_block(text: str, units: Sequence[Unit], k: int) -> bool:
+    """Whether units[k] and units[k + 1] are lines of one code block (no prose or fence between)."""
+    return units[k].code and units[k + 1].code and not _FENCE_IN.search(text, units[k].end, units[k + 1].start)
+
+
 def binding_of(text: str, units: Sequence[Unit], j: int) -> Unit | None:
     """The line that binds the name a code line opens with, if that is an earlier line of the same
     code block ("group = parser.add_mutually_exclusive_group()" for
@@ -241,7 +246,7 @@ def binding_of(text: str, units: Sequence[Unit], j: int) -> Unit | None:
         return None
     binds = re.compile(_BINDS.format(re.escape(used.group(1))))
     for k in range(j - 1, -1, -1):
-        if not units[k].code or _FENCE_IN.search(text, units[k].end, units[k + 1].start):
+        if not _one_block(text, units, k):
             return None  # the block starts after it
         if binds.match(text[units[k].start:units[k].end]):
             return units[k]
@@ -266,24 +271,26 @@ def _tail(text: str, unit: Unit) -> bool:
     """Whether a code line goes on a statement begun on an earlier line: it closes more brackets
     than it opens or ends with a comma. (A line ending in ";" or "{" inside a call is a
     callback's own statement.)"""
+    if not unit.code:
+        return False
     own = _LITERAL_OR_COMMENT.sub(" ", text[unit.start:unit.end]).rstrip()
-    return unit.code and (_bracket_balance(own) < 0 or own.endswith(","))
+    return _bracket_balance(own) < 0 or own.endswith(",")
 
 
 def closes_unopened(text: str, units: Sequence[Unit], j: int) -> bool:
     """Whether a code line that goes on a statement (`_tail`) belongs to one whose first line the
     chunk's edge cut off: it comes at or before the line where its block (in this chunk) first
-    closes a bracket that the block never opened ("d.hour, d.minute, d.second," and "d.weekday(), yday, dst))" after a cut
-    "time.struct_time((d.year, d.month,"). Such a line says nothing alone, as a sentence's tail
-    does not."""
+    closes a bracket that the block never opened ("d.hour, d.minute, d.second," and
+    "d.weekday(), yday, dst))" after a cut "time.struct_time((d.year, d.month,"). Such a line
+    says nothing alone, as a sentence's tail does not."""
     if not _tail(text, units[j]):
         return False
     first = j
-    while first > 0 and units[first - 1].code and not _FENCE_IN.search(text, units[first - 1].end, units[first].start):
+    while first > 0 and _one_block(text, units, first - 1):
         first -= 1
     balance = 0
     for k in range(first, len(units)):
-        if k > first and (not units[k].code or _FENCE_IN.search(text, units[k - 1].end, units[k].start)):
+        if k > first and not _one_block(text, units, k - 1):
             return False  # the block ends with every bracket it closes opened
         balance += _bracket_balance(text[units[k].start:units[k].end])
         if balance < 0:
@@ -299,7 +306,7 @@ def statement_of(text: str, units: Sequence[Unit], j: int) -> Unit | None:
         return None
     balance = 0
     for k in range(j - 1, -1, -1):
-        if not units[k].code or _FENCE_IN.search(text, units[k].end, units[k + 1].start):
+        if not _one_block(text, units, k):
             return None  # the block starts after it
         balance += _bracket_balance(text[units[k].start:units[k].end])
         if balance > 0:
