@@ -12,6 +12,7 @@ from unirag.rag.evidence import (SCORERS, Evidence, Span, choose, fuse, offer_or
                                  score, select)
 from unirag.rag.pipeline import Hit
 from unirag.rag.sentences import split_units, word_count
+from unirag.rag.whole_thoughts import Name
 
 CHUNK = ("Loops can return values with break. The cat sat on the mat, e.g. on the red one.\n\n"
          "- A list item here.\n- Another item.\n\n```rust\nlet x = loop { break 5; };\n```\n\n"
@@ -529,7 +530,7 @@ def test_a_later_sentence_of_a_definition_is_quoted_after_its_term():
     # units as cut: the sentence alone
     ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, 30, ("likelihood",), whole_thoughts=False,
                 interleave=False)
-    assert all(not s.label for s in ev.spans)
+    assert all(s.name is None for s in ev.spans)
 
 
 def test_a_sentence_of_a_code_section_is_quoted_after_its_name():
@@ -554,9 +555,9 @@ def test_a_sentence_of_a_code_section_is_quoted_after_its_name():
 
 def test_a_name_is_not_repeated_before_the_next_quote_of_its_passage():
     name = "`os.homedir()`"
-    first = Span(0, 0, 5, "Returns the home.", label=name)
-    second = Span(0, 9, 14, "It reads HOME.", label=name)
-    other = Span(1, 0, 5, "Hosts have names.", label="`os.hostname()`")
+    first = Span(0, 0, 5, "Returns the home.", name=Name(name))
+    second = Span(0, 9, 14, "It reads HOME.", name=Name(name))
+    other = Span(1, 0, 5, "Hosts have names.", name=Name("`os.hostname()`"))
     assert quotes([first, second]) == ["“`os.homedir()` — …Returns the home.” [1]", "“It reads HOME.” [1]"]
     # with another passage's quote between, the name is said again
     assert quotes([first, other, second])[2] == "“`os.homedir()` — …It reads HOME.” [1]"

@@ -172,21 +172,21 @@ def quote(span: evidence_mod.Span) -> str:
     a definition's later sentence follows the term it is quoted after ("term — …sentence"); a
     section's first sentence follows the name its heading gives with no "…"."""
     text = plain(span.text, span.code)
-    opening = (f"{plain(span.label)} — {'' if span.after_label else '…'}" if span.label
+    opening = (f"{plain(span.name.text)} — {'' if span.after_name else '…'}" if span.name
                else "…" if span.cut_before else "")
     return f"“{opening}{text}{'…' if span.cut_after else ''}” [{span.hit + 1}]"
 
 
 def quotes(spans: Sequence[evidence_mod.Span]) -> list[str]:
-    """The spans quoted in this order, a name (`Span.label`) not repeated before a span of the same
+    """The spans quoted in this order, a name (`Span.name`) not repeated before a span of the same
     passage right after one it was shown with: the quotes of one function's section or definition
     read "`os.homedir()` — …Returns ..." then "It reads HOME first.", not the name again.
     `evidence.choose` counts the name's words for each quote, so the answer stays within its word
     budget in any order."""
     out, before = [], None
     for span in spans:
-        named = (span.hit, span.label)
-        out.append(quote(replace(span, label="") if span.label and named == before else span))
+        named = (span.hit, span.name and span.name.text)
+        out.append(quote(replace(span, name=None) if span.name and named == before else span))
         before = named
     return out
 

@@ -98,9 +98,8 @@ class Span:
     code: bool = False  # the span opens with a code line
     # what the span describes (`whole_thoughts.defined_by`: a definition's term, a code section's
     # name), quoted before it with a dash: the span itself never names what it is about
-    label: str = ""
-    label_range: tuple[int, int] | None = None  # where the label is in hits[hit].text, if there
-    after_label: bool = False  # the span comes right after its label: no "…" between them
+    name: Name | None = None
+    after_name: bool = False  # the span comes right after its name: no "…" between them
 
 
 @dataclass(frozen=True)
@@ -364,7 +363,8 @@ def _overlaps(spans: Sequence[Span], hit: int, start: int, end: int) -> bool:
     """Whether hits[hit].text[start:end] overlaps a span already chosen (or the term it is quoted
     after)."""
     return any(s.hit == hit and (s.start < end and s.end > start
-                                 or s.label_range is not None and s.label_range[0] < end and s.label_range[1] > start)
+                                 or s.name is not None and s.name.where is not None
+                                 and s.name.where.start < end and s.name.where.end > start)
                for s in spans)
 
 
@@ -384,15 +384,12 @@ def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[f
         # a later sentence of a definition's body, or a sentence of a section headed by the code it
         # describes, is quoted after that name (`defined_by`); where the two do not fit, it is not
         # quoted (a first quote always comes with its name)
-        label, label_range = "", None
-        where = c.defined.where if c.defined is not None else None
-        if (whole_thoughts and c.defined is not None
-                and (where is None or not _overlaps(spans, c.hit, where.start, where.end))):
-            label, label_range = c.defined.text, None if where is None else (where.start, where.end)
-        label_words = word_count(label) + 1 if label else 0
-        if label:
-            if label_words + word_count(c.text) + 1 + words > max_words and spans:
-                continue
+        name = c.defined if whole_thoughts else None
+        if name is not None and name.where is not None and _overlaps(spans, c.hit, name.where.start, name.where.end):
+            name = None  # already quoted
+        name_words = word_count(name.text) + 1 if name else 0
+        if name and name_words + word_count(c.text) + 1 + words > max_words and spans:
+            continue
         # a definition's first sentence is quoted with the term it defines (and the dash that
         # sets the term off); where the two do not fit, it is not quoted: alone it never says
         # what it is about ("Return the argument with ~ replaced ...")
@@ -437,12 +434,12 @@ def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[f
         text = hits[c.hit].text[start:end]
         # the "[n]", and the dash that sets a term off from its definition
         dash = first is c.term or first is c.title or last is not c.unit and c.heads is not None
-        n = word_count(text) + 1 + dash + label_words
+        n = word_count(text) + 1 + dash + name_words
         if spans and words + n > max_words:
             continue
         spans.append(Span(c.hit, start, end, text, float(fused[i]), scores["likelihood"][i],
                           cut_before=first.cut_before, cut_after=last.cut_after, code=first.code,
-                          label=label, label_range=label_range, after_label=bool(label) and c.after_name))
+                          name=name, after_name=name is not None and c.after_name))
         words += n
         if words >= max_words:
             break
