@@ -20,8 +20,8 @@ what its ancestors are; `_main_content` keeps what a reader reads, and `_Markdow
 from __future__ import annotations
 
 import re
-from html.parser import HTMLParser
 from dataclasses import dataclass
+from html.parser import HTMLParser
 from typing import NamedTuple
 
 from .chunking import fence_for
