@@ -35,6 +35,10 @@ def texts(text):
     # ... or one inside brackets the sentence opened, with a lower-case word after it
     ("Yank it (see M-. or M-_) here. (It works.) Next.",
      [("Yank it (see M-. or M-_) here.", False), ("(It works.)", False), ("Next.", False)]),
+    # a "!" or "?" ending a name, with a lower-case word after it: a macro or method, not an end
+    ("Do not use the cfg! macro or a #[cfg] attribute. Is it set? Then go! Use empty? here. Done!",
+     [("Do not use the cfg! macro or a #[cfg] attribute.", False), ("Is it set?", False), ("Then go!", False),
+      ("Use empty? here.", False), ("Done!", False)]),
     ("a hard-wrapped\nsentence goes on. End", [("a hard-wrapped\nsentence goes on.", False), ("End", False)]),
     ("# Title\n\nBody.", [("Body.", False)]),
     ("```\nfoo();\n\nbar();\n```\nAfter.", [("foo();", True), ("bar();", True), ("After.", False)]),

@@ -85,7 +85,12 @@ def _inside(text: str, begin: int, match: re.Match, end: int) -> bool:
     ("a script executed with . or source") names the `.` command, one in a word that opens a
     bracket closed later in the paragraph ("yank-last-arg (M-. or M-_)") is part of a key or name,
     and so is one inside a bracket the sentence opened, closed later, with a lower-case word after
-    it ("(see M-. or M-_)")."""
+    it ("(see M-. or M-_)"). A "!" or "?" that ends a word with a lower-case word after it names
+    something too: a Rust macro ("the env! macro"), a Ruby method ("empty? returns"); HTML pages
+    lose the code marks that keep such names apart in Markdown."""
+    if (match.group(0) in ("!", "?") and match.start() > begin and text[match.start() - 1].isalnum()
+            and text[match.end():end].lstrip()[:1].islower()):
+        return True
     if match.group(0).strip(".") != "" or match.start() == begin:
         return False
     before, after = text[begin:match.start()], text[match.end():end]
