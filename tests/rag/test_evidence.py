@@ -762,3 +762,30 @@ def test_a_code_line_is_quoted_from_the_line_that_binds_the_name_it_opens_with()
     alone = choose([hit], cands, {"likelihood": likelihood}, 0.0, 20, ("likelihood",), whole_thoughts=False,
                    interleave=False)
     assert alone.spans[0].text == "group.add_argument('-v', action='store_true')"
+
+
+@pytest.mark.parametrize("budget, last_line", [(8, "  $<INSTALL_INTERFACE:include>)"), (7, "  $<BUILD_INTERFACE:inc>"),
+                                               (6, "target_include_directories(mylib PUBLIC")])
+def test_an_announced_example_comes_with_as_many_of_its_lines_as_fit(budget, last_line):
+    from unirag.rag.evidence import candidates
+
+    text = ("For example:\n\n```cmake\ntarget_include_directories(mylib PUBLIC\n  $<BUILD_INTERFACE:inc>\n"
+            "  $<INSTALL_INTERFACE:include>)\n```\n\nThe end is here.")
+    hit = Hit("a", 1.0, text, "a.md", "target_include_directories")
+    cands = candidates([hit])
+    likelihood = [3.0 if c.text == "For example:" else 0.0 for c in cands]
+    ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, budget, ("likelihood",), interleave=False)
+    first = ev.spans[0]
+    # "For example:" (2 words), the fence line (1), the code lines (2, 1, 1) and the "[n]": the
+    # first line always (a first quote), the others where they fit
+    assert first.start == 0 and first.text.endswith(last_line.strip())
+    assert len(ev.spans) == 1  # the budget is spent
+
+
+def test_block_after_stops_at_the_blocks_end():
+    from unirag.rag.whole_thoughts import block_after
+
+    text = "Run:\n\n```sh\nmake\nmake install\n```\n\nThen:\n\n```sh\nmake test\n```"
+    units = split_units(text)
+    assert [text[u.start:u.end] for u in block_after(text, units, 1)] == ["make install"]
+    assert block_after(text, units, 2) == () and block_after(text, units, 0) == ()

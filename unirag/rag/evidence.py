@@ -28,8 +28,8 @@ all, a later sentence of an API definition's body after that term and "— …" 
 not at all, and such a term with its first sentence where it fits (alone, it still names what
 to use); a code line that goes on a statement (it ends with a comma or closes brackets) from
 the earlier line whose bracket it sits inside (`statement_of`) or not at all;
-where the pair fits or as the first quote, a unit ending in ":" with the unit it introduces, a
-unit that points back with the sentence before it (`sentence_before`) and a code line after the
+where the pair fits or as the first quote, a unit ending in ":" with the unit it introduces
+(a code line with as many further lines of its block as fit: `block_after`), a unit that points back with the sentence before it (`sentence_before`) and a code line after the
 line that binds the name it opens with (`binding_of`); where it fits, a section's first
 sentence after the heading it leaves its subject to (`title_of`).
 `relevance` is the best unit's query likelihood minus the question's likelihood after an empty
@@ -55,9 +55,9 @@ from .attribution import content_words
 from .loops import until_repeat
 from .pipeline import fit
 from .sentences import Unit, split_units, word_count
-from .whole_thoughts import (Name, announces, asks, binding_of, closes_unopened, defined_by, points_back, quotable,
-                             says_something, section_name, sentence_before, starts_mid_sentence, statement_of,
-                             term_of, title_of)
+from .whole_thoughts import (Name, announces, asks, binding_of, block_after, closes_unopened, defined_by, points_back,
+                             quotable, says_something, section_name, sentence_before, starts_mid_sentence,
+                             statement_of, term_of, title_of)
 
 SCORERS = ("likelihood", "embedding", "draft", "answer", "lexical", "rank")
 # chosen on the two dev sets with the rerank's default weight (docs/RESULTS.md, "Answers"): once the
@@ -154,6 +154,8 @@ class _Candidate:
     window: str  # the unit with its neighbours
     heading: str
     following: Unit | None = None  # the next unit of the same chunk, if any
+    # where `following` is a code line, the lines of its block after it (`block_after`)
+    example: tuple[Unit, ...] = ()
     term: Unit | None = None  # the term whose definition this unit opens (`term_of`), if any
     previous: Unit | None = None  # the sentence before it in its paragraph (`sentence_before`), if any
     title: Unit | None = None  # the heading of the section it opens (`title_of`), if it needs one
@@ -203,7 +205,8 @@ def candidates(hits: Sequence, skip_tails: bool = True) -> list[_Candidate]:
                 if not (says_something(shown) if following.code else quotable(shown)):
                     following = None
             heads = terms[j + 1] if j + 1 < len(units) else None
-            out.append(_Candidate(i, unit, text, hit.text[lo:hi], hit.heading, following,
+            example = block_after(hit.text, units, j + 1) if following is not None else ()
+            out.append(_Candidate(i, unit, text, hit.text[lo:hi], hit.heading, following, example,
                                   terms[j], sentence_before(hit.text, units, j),
                                   # a term names what it defines, as does a code section's
                                   # title: it needs no other heading
@@ -431,6 +434,15 @@ def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[f
                 if word_count(extended) + 1 + (c.heads is not None) + words <= max_words or not spans:
                     start, end, last = begin, c.following.end, c.following
                     break
+            # an announced code block comes with as many of its further lines as fit: "For
+            # example:" is followed by the example, not by its first line
+            if last is c.following:
+                dash = first is c.term or first is c.title or c.heads is not None
+                for line in c.example:
+                    if (_overlaps(spans, c.hit, line.start, line.end) or words + name_words + 1 + dash
+                            + word_count(hits[c.hit].text[start:line.end]) > max_words):
+                        break
+                    end, last = line.end, line
         text = hits[c.hit].text[start:end]
         # the "[n]", and the dash that sets a term off from its definition
         dash = first is c.term or first is c.title or last is not c.unit and c.heads is not None

@@ -9,7 +9,7 @@ name ("## `os.homedir()`"); a section's first sentence may leave its subject to 
 out what the name is, a code line inside a call opened lines before ("stdio: 'pipe',") is a
 statement's tail, and a unit ending in ":" promises what comes next. Each function here finds,
 from a chunk's text and its units, the unit such a unit is quoted with (`term_of`,
-`defined_by`, `title_of`, `sentence_before`, `binding_of`, `statement_of`) or says which kind it
+`defined_by`, `title_of`, `sentence_before`, `binding_of`, `statement_of`, `block_after`) or says which kind it
 is (`points_back`, `announces`; `names_code` and `section_name` say which headings name code);
 `quotable`, `asks`, `says_something`, `starts_mid_sentence` and `closes_unopened` say which
 units are not worth quoting at all. `evidence.py` builds its candidates and joins its quotes with them.
@@ -347,3 +347,13 @@ def announces(text: str) -> bool:
     """Whether a unit introduces what comes next ("... as follows:", "For example:"): quoted
     alone it promises an answer it does not hold."""
     return text.rstrip().endswith(":")
+
+
+def block_after(text: str, units: Sequence[Unit], k: int) -> tuple[Unit, ...]:
+    """The lines of units[k]'s code block after it (none for prose): what an announced example
+    goes on with after its first line. "For example:" quoted with "target_include_directories(mylib
+    PUBLIC" alone leaves out the two lines that are the example."""
+    end = k
+    while end + 1 < len(units) and _one_block(text, units, end):
+        end += 1
+    return tuple(units[k + 1:end + 1])
