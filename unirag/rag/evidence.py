@@ -29,8 +29,9 @@ not at all, and such a term with its first sentence where it fits (alone, it sti
 to use); a code line that goes on a statement (it ends with a comma or closes brackets) from
 the earlier line whose bracket it sits inside (`statement_of`) or not at all;
 where the pair fits or as the first quote, a unit ending in ":" with the unit it introduces
-(a code line with as many further lines of its block as fit: `block_after`), a unit that points back with the sentence before it (`sentence_before`) and a code line after the
-line that binds the name it opens with (`binding_of`); where it fits, a section's first
+(a code line with as many further lines of its block as fit: `block_after`), a unit that
+points back with the sentence before it (`sentence_before`) and a code line after the line
+that binds the name it opens with (`binding_of`); where it fits, a section's first
 sentence after the heading it leaves its subject to (`title_of`).
 `relevance` is the best unit's query likelihood minus the question's likelihood after an empty
 passage: how much the evidence explains the question, comparable across questions, which is

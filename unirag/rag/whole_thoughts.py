@@ -9,10 +9,11 @@ name ("## `os.homedir()`"); a section's first sentence may leave its subject to 
 out what the name is, a code line inside a call opened lines before ("stdio: 'pipe',") is a
 statement's tail, and a unit ending in ":" promises what comes next. Each function here finds,
 from a chunk's text and its units, the unit such a unit is quoted with (`term_of`,
-`defined_by`, `title_of`, `sentence_before`, `binding_of`, `statement_of`, `block_after`) or says which kind it
-is (`points_back`, `announces`; `names_code` and `section_name` say which headings name code);
-`quotable`, `asks`, `says_something`, `starts_mid_sentence` and `closes_unopened` say which
-units are not worth quoting at all. `evidence.py` builds its candidates and joins its quotes with them.
+`defined_by`, `title_of`, `sentence_before`, `binding_of`, `statement_of`; `block_after`: the
+lines an announced example goes on with) or says which kind it is (`points_back`,
+`announces`; `names_code` and `section_name` say which headings name code); `quotable`,
+`asks`, `says_something`, `starts_mid_sentence` and `closes_unopened` say which units are not
+worth quoting at all. `evidence.py` builds its candidates and joins its quotes with them.
 """
 
 from __future__ import annotations
