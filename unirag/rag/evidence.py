@@ -155,7 +155,8 @@ class _Candidate:
     window: str  # the unit with its neighbours
     heading: str
     following: Unit | None = None  # the next unit of the same chunk, if any
-    # where `following` is a code line, the lines of its block after it (`block_after`)
+    # where it announces `following` and that is a code line, the lines of its block after it
+    # (`block_after`)
     example: tuple[Unit, ...] = ()
     term: Unit | None = None  # the term whose definition this unit opens (`term_of`), if any
     previous: Unit | None = None  # the sentence before it in its paragraph (`sentence_before`), if any
@@ -206,7 +207,8 @@ def candidates(hits: Sequence, skip_tails: bool = True) -> list[_Candidate]:
                 if not (says_something(shown) if following.code else quotable(shown)):
                     following = None
             heads = terms[j + 1] if j + 1 < len(units) else None
-            example = block_after(hit.text, units, j + 1) if following is not None else ()
+            example = (block_after(hit.text, units, j + 1)
+                       if following is not None and (announces(text) or heads is not None) else ())
             out.append(_Candidate(i, unit, text, hit.text[lo:hi], hit.heading, following, example,
                                   terms[j], sentence_before(hit.text, units, j),
                                   # a term names what it defines, as does a code section's
@@ -372,6 +374,13 @@ def _overlaps(spans: Sequence[Span], hit: int, start: int, end: int) -> bool:
                for s in spans)
 
 
+def _quoted_words(text: str, c: _Candidate, first: Unit, last: Unit, start: int, end: int) -> int:
+    """The words text[start:end] counts quoted for candidate `c` (from unit `first` to `last`): its
+    own, the "[n]", and the dash that sets a term or heading off from what follows it."""
+    dash = first is c.term or first is c.title or last is not c.unit and c.heads is not None
+    return word_count(text[start:end]) + 1 + dash
+
+
 def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[float]], null: float,
            max_words: int = MAX_WORDS, scorers: Sequence[str] = DEFAULT_SCORERS,
            whole_thoughts: bool = True, interleave: bool = True) -> Evidence:
@@ -438,16 +447,14 @@ def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[f
             # an announced code block comes with as many of its further lines as fit: "For
             # example:" is followed by the example, not by its first line
             if last is c.following:
-                dash = first is c.term or first is c.title or c.heads is not None
                 for line in c.example:
-                    if (_overlaps(spans, c.hit, line.start, line.end) or words + name_words + 1 + dash
-                            + word_count(hits[c.hit].text[start:line.end]) > max_words):
+                    if (_overlaps(spans, c.hit, line.start, line.end)
+                            or words + _quoted_words(hits[c.hit].text, c, first, line, start, line.end) + name_words
+                            > max_words):
                         break
                     end, last = line.end, line
         text = hits[c.hit].text[start:end]
-        # the "[n]", and the dash that sets a term off from its definition
-        dash = first is c.term or first is c.title or last is not c.unit and c.heads is not None
-        n = word_count(text) + 1 + dash + name_words
+        n = _quoted_words(hits[c.hit].text, c, first, last, start, end) + name_words
         if spans and words + n > max_words:
             continue
         spans.append(Span(c.hit, start, end, text, float(fused[i]), scores["likelihood"][i],
