@@ -96,9 +96,9 @@ def test_a_line_of_text_opening_with_a_number_sign_is_no_heading():
     # a paragraph too: escaped as Markdown escapes it, and quoted without the escape
     text = html_to_markdown("<body><h1>T</h1><p># of retries is set by <code>--retries</code>.</p>"
                             "<ul><li># stays in a list item</li></ul></body>")[0]
-    assert text == "# T\n\n\\# of retries is set by `--retries`.\n\n- # stays in a list item"
+    assert text == "# T\n\n\\# of retries is set by --retries.\n\n- # stays in a list item"
     assert [heading for heading, _ in split_sections(text)] == [[(1, "T")]]
-    assert plain(text.split("\n\n")[1]) == "# of retries is set by `--retries`."
+    assert plain(text.split("\n\n")[1]) == "# of retries is set by --retries."
 
 
 def test_a_long_list_or_table_of_the_pages_own_anchors_anywhere_is_an_index():
@@ -210,20 +210,3 @@ def test_a_definitions_text_after_the_definitions_nested_in_it_comes_after_its_t
         "class unittest.TestCase(methodName)\n\nA test case.\n\ndebug()\n\nRun the test.\n\n"
         "class unittest.TestCase(methodName)\n\nThe class provides assert methods:\n\n"
         "assertEqual(a, b) | a equals b\n\nFinally, it has attributes.")
-
-
-@pytest.mark.parametrize("html, text", [
-    ("<p>Use the <code>env!</code> macro.</p>", "Use the `env!` macro."),
-    ("<p>Press <kbd>Ctrl</kbd>+<kbd>C</kbd> or run <samp>q</samp>, <tt>old</tt>.</p>",
-     "Press `Ctrl`+`C` or run `q`, `old`."),
-    # Sphinx: a literal's words each in a span of their own
-    ('<p>Run <code class="literal"><span class="pre">python</span> <span class="pre">-m</span></code> now.</p>',
-     "Run `python -m` now."),
-    ("<p>a <kbd><kbd>Ctrl</kbd>+<kbd>C</kbd></kbd> b</p>", "a `Ctrl+C` b"),  # one span, not three
-    ("<p>the <code>a`b</code> and <code>`x</code> spans</p>", "the ``a`b`` and `` `x `` spans"),
-    ("<p>spaces<code> x </code>outside</p>", "spaces `x` outside"),
-    ("<p>an empty <code> </code>one</p>", "an empty one"),
-    ("<pre><code>let x = 1;</code></pre>", "```\nlet x = 1;\n```"),  # a block's code is fenced, not spanned
-])
-def test_inline_literals_are_code_spans(html, text):
-    assert html_to_markdown(f"<body>{html}</body>")[0] == text

@@ -51,10 +51,6 @@ _IMPLIED_END = {"p": {"p"}, "li": {"li"}, "dt": {"dt", "dd"}, "dd": {"dt", "dd"}
 # (mdBook, Python-Markdown, Pandoc: "↩", with or without a variation selector): a same-page link
 # saying only this is a mark (`_marks`), no content
 _MARK_TEXT = {"", "¶", "#", "§", "🔗", "⚓", "\u200b", "↩", "↩\ufe0e", "↩\ufe0f", "↑"}
-# inline literals, written as Markdown's code spans: "the `env!` macro", "(default:
-# `os.path.basename(sys.argv[0])`)". Without the marks, a name ending in "!" or "." reads as the
-# end of a sentence, and an answer shows code as prose; Markdown sources keep them as backticks
-_INLINE_CODE = {"code", "kbd", "samp", "tt"}
 
 # flags an element passes on to everything inside it
 _HIDDEN, _NAV, _MAIN, _ARTICLE, _SECTION = 1, 2, 4, 8, 16
@@ -397,8 +393,6 @@ class _Markdown:
         self._cut = False  # something was left out since the last text (`left_out`)
         self._lists: list[_DefinitionList] = []  # the open <dl>s, outermost first
         self._resume = ""  # a term to write again before the next text (`_end_definition_list_item`)
-        self._span_at: int | None = None  # where the open inline literal's opening mark is in `out`
-        self._span_depth = 0  # inline literal elements open (`<code><kbd>..`: one span)
 
     def start(self, tag: str, attrs: dict) -> None:
         if tag in ("dl", "dt", "dd"):
@@ -409,15 +403,6 @@ class _Markdown:
                 self._lists[-1].term_at = len(self.out)
             elif self._lists:
                 self._lists[-1].in_definition = True
-        if tag in _INLINE_CODE and not self._fences:
-            self._span_depth += 1
-            if self._span_depth == 1:
-                if self._resume and not self._cells:
-                    self.out.append(f"\n\n{self._resume}\n\n")  # the term goes before the span, not inside it
-                    self._resume = ""
-                self._span_at = len(self.out)
-                self.out.append("`")
-            return
         if tag in ("td", "th"):  # a row on one line, cells apart: "-v | verbose", not "-vverbose"
             if not self._at_line_start():
                 self.out.append("| " if self.out[-1].endswith(" ") else " | ")
@@ -437,12 +422,6 @@ class _Markdown:
             self._break("\n- " if tag == "li" else "\n")
 
     def end(self, tag: str) -> None:
-        if tag in _INLINE_CODE and not self._fences:
-            if self._span_depth:
-                self._span_depth -= 1
-                if not self._span_depth:
-                    self._close_span()
-            return
         if tag in ("dl", "dt", "dd") and self._lists:
             self._end_definition_list_item(tag)
         if tag in ("td", "th"):
@@ -490,24 +469,6 @@ class _Markdown:
         fence = fence_for(code)
         self.out[at] = f"\n{fence}\n"
         self.out.append(f"{fence}\n\n" if code.endswith("\n") else f"\n{fence}\n\n")
-
-    def _close_span(self) -> None:
-        """Write the inline literal opened at `_span_at` as a code span: its text on one line
-        between as many backticks as it needs (one more than its longest run of them, with a
-        space inside where it begins or ends with one, as CommonMark reads them); spaces at its
-        edges go outside it, and one with no text is left as it is."""
-        at, self._span_at = self._span_at, None
-        content = "".join(self.out[at + 1:])
-        code = " ".join(content.split())
-        open_space = not self.out[:at] or self.out[at - 1].endswith((" ", "\n"))
-        if not code:
-            self.out[at:] = [" "] if content and not open_space else []
-            return
-        ticks = "`" * (max(map(len, re.findall(r"`+", code)), default=0) + 1)
-        pad = " " if code.startswith("`") or code.endswith("`") else ""
-        before = " " if content[0].isspace() and not open_space else ""
-        after = " " if content[-1].isspace() else ""
-        self.out[at:] = [f"{before}{ticks}{pad}{code}{pad}{ticks}{after}"]
 
     def left_out(self) -> None:
         """Something between the text before and the text after is left out: once the mark is out,
