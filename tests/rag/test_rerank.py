@@ -1,11 +1,11 @@
 """Query-likelihood reranking (rag/rerank.py) on the tiny model: the score is what the LM says."""
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pytest
 import torch
 
-from unirag.rag.rerank import LIKELIHOOD_WEIGHT, PROMPT, passage, question_logprobs, rerank
+from unirag.rag.rerank import LIKELIHOOD_WEIGHT, PROMPT, question_logprobs, rerank
 
 
 @dataclass(frozen=True)
@@ -13,8 +13,6 @@ class FakeHit:  # the fields rerank reads and replaces
     id: str
     score: float
     text: str
-    heading: str = ""
-    metadata: dict = field(default_factory=dict)
 
 
 def manual_score(uni, question: str, passage: str) -> float:
@@ -61,19 +59,3 @@ def test_rerank_orders_the_first_depth_hits_and_keeps_the_rest(tiny):
 
     assert alone[3] == fused[3] == hits[3]
     assert rerank(tiny, question, hits[:1], depth=3) == hits[:1]
-
-
-@pytest.mark.parametrize("title, heading, read", [
-    ("", "", "It ran in the park."),
-    ("Pets", "", "Pets\n\nIt ran in the park."),
-    ("Pets", "Dogs > Walks", "Pets / Dogs > Walks\n\nIt ran in the park."),
-    ("Pets", "Pets > Dogs", "Pets > Dogs\n\nIt ran in the park."),  # the heading path opens with the title
-])
-def test_the_rerank_reads_a_passage_after_its_title_and_heading_path(tiny, title, heading, read):
-    hit = FakeHit("0", 0.0, "It ran in the park.", heading, {"title": title})
-    assert passage(hit) == read
-    other = FakeHit("1", 0.0, "Paris is the capital of France.")
-    question = "Where did the dog run?"
-    ranked = rerank(tiny, question, [hit, other], depth=2, fuse=False)
-    scores = question_logprobs(tiny, question, [read, other.text])
-    assert {h.id: h.score for h in ranked} == pytest.approx({"0": scores[0], "1": scores[1]})

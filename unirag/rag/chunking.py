@@ -202,14 +202,9 @@ def embed_text(chunk: Chunk, title: str, settings: ChunkSettings) -> str:
     """
     if not settings.embed_headings:
         return chunk.text
-    return labelled(chunk.text, title, chunk.heading)
-
-
-def labelled(text: str, title: str, heading: str) -> str:
-    """Text after its "title / heading path" label and a blank line (the title left out where the
-    heading path already starts with it; the text alone where there is neither)."""
+    heading = chunk.heading
     label = heading if title and heading.startswith(title) else " / ".join(p for p in (title, heading) if p)
-    return f"{label}\n\n{text}" if label else text
+    return f"{label}\n\n{chunk.text}" if label else chunk.text
 
 
 def embed_texts(chunks: list[Chunk], title: str, settings: ChunkSettings) -> list[str]:

@@ -14,10 +14,6 @@ use the documents' words. Equal weights let the retrieval order overrule the jud
 in their own words, which is where BM25, half of that order, matches nothing. Both dev sets'
 answers, with the evidence selection's default scorers, chose 3 (docs/RESULTS.md, "Why the
 retrieval defaults are what they are").
-
-The judge reads each passage as ingest embedded it: its page title and heading path, then its text
-(`chunking.labelled`). A chunk from the middle of a page often never names what the page is about
-(the `WIN32` option of `add_executable`), and its heading path says it.
 """
 
 from __future__ import annotations
@@ -26,16 +22,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from ..errors import UniragError
-from ..scoring import MAX_PASSAGE_TOKENS, PROMPT, question_logprobs  # noqa: F401  (PROMPT: part of this module's API)
-from .chunking import labelled
+from ..scoring import PROMPT, question_logprobs  # noqa: F401  (PROMPT: part of this module's API)
 
 LIKELIHOOD_WEIGHT = 3.0  # the likelihood ranking's weight in the fusion; the retrieval order's is 1
-LABEL_TOKENS = 32  # read beyond a chunk's own tokens, so that its label cuts none of its text
-
-
-def passage(hit) -> str:
-    """What the rerank reads for a hit: its label (page title and heading path), then its text."""
-    return labelled(hit.text, hit.metadata.get("title", ""), hit.heading)
 
 
 def rerank(model, question: str, hits: Sequence, depth: int, fuse: bool = True,
@@ -52,8 +41,7 @@ def rerank(model, question: str, hits: Sequence, depth: int, fuse: bool = True,
     head, tail = hits[:depth], hits[depth:]
     if len(head) < 2:
         return hits
-    scores = question_logprobs(model, question, [passage(hit) for hit in head],
-                               max_passage_tokens=MAX_PASSAGE_TOKENS + LABEL_TOKENS)
+    scores = question_logprobs(model, question, [hit.text for hit in head])
     by_likelihood = sorted(range(len(head)), key=lambda i: -scores[i])  # stable: ties keep retrieval order
     if not fuse:
         return [replace(head[i], score=scores[i]) for i in by_likelihood] + tail
