@@ -196,15 +196,17 @@ def _fenced(body: str, blocks: list[CodeBlock], start: int, end: int, n_tokens: 
 
 
 def embed_text(chunk: Chunk, title: str, settings: ChunkSettings) -> str:
-    """What gets embedded for a chunk: "title / heading path", a blank line, its text (or the text alone).
-
-    The title is left out when the heading path already starts with it.
-    """
+    """What gets embedded for a chunk: its `place_label`, a blank line, its text (or the text alone)."""
     if not settings.embed_headings:
         return chunk.text
-    heading = chunk.heading
-    label = heading if title and heading.startswith(title) else " / ".join(p for p in (title, heading) if p)
+    label = place_label(title, chunk.heading)
     return f"{label}\n\n{chunk.text}" if label else chunk.text
+
+
+def place_label(title: str, heading: str) -> str:
+    """Where a chunk sits: "title / heading path", the title left out when the heading path already
+    starts with it ("" where there is neither)."""
+    return heading if title and heading.startswith(title) else " / ".join(p for p in (title, heading) if p)
 
 
 def embed_texts(chunks: list[Chunk], title: str, settings: ChunkSettings) -> list[str]:
