@@ -5,7 +5,7 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from unirag.rag.rerank import LIKELIHOOD_WEIGHT, PROMPT, likelihoods, place, question_logprobs, rerank
+from unirag.rag.rerank import LIKELIHOOD_WEIGHT, PROMPT, question_logprobs, rerank
 
 
 @dataclass(frozen=True)
@@ -45,13 +45,13 @@ def test_rerank_orders_the_first_depth_hits_and_keeps_the_rest(tiny):
     scores = question_logprobs(tiny, question, [h.text for h in hits[:3]])
     by_likelihood = sorted(range(3), key=lambda i: -scores[i])
 
-    alone = rerank(tiny, question, hits, depth=3, fuse=False, label_weight=0)
+    alone = rerank(tiny, question, hits, depth=3, fuse=False)
     assert [h.id for h in alone[:3]] == [hits[i].id for i in by_likelihood]
     assert [h.score for h in alone[:3]] == pytest.approx(sorted(scores, reverse=True))
 
     tie_break = by_likelihood.index  # equal fused scores: the likelihood order decides
     for w in (1.0, LIKELIHOOD_WEIGHT):  # RRF of likelihood rank (weight w) and retrieval rank
-        fused = rerank(tiny, question, hits, depth=3, weight=w, label_weight=0)
+        fused = rerank(tiny, question, hits, depth=3, weight=w)
         rrf = {i: 1 / (60 + i + 1) + w / (60 + by_likelihood.index(i) + 1) for i in range(3)}
         assert [h.id for h in fused[:3]] == [hits[i].id for i in sorted(range(3), key=lambda i: (-rrf[i], tie_break(i)))]
         assert [h.score for h in fused[:3]] == pytest.approx(sorted(rrf.values(), reverse=True))
@@ -59,30 +59,3 @@ def test_rerank_orders_the_first_depth_hits_and_keeps_the_rest(tiny):
 
     assert alone[3] == fused[3] == hits[3]
     assert rerank(tiny, question, hits[:1], depth=3) == hits[:1]
-
-
-@dataclass(frozen=True)
-class PlacedHit(FakeHit):
-    source: str = ""
-    heading: str = ""
-    metadata: dict | None = None
-
-
-def test_a_hit_is_placed_by_its_title_and_heading_path_or_its_source():
-    assert place(PlacedHit("a", 0.0, "x", "guide.md", "Guide > Install", {"title": "Guide"})) == "Guide > Install"
-    assert place(PlacedHit("a", 0.0, "x", "api.html", "Files > open", {"title": "API"})) == "API / Files > open"
-    assert place(PlacedHit("a", 0.0, "x", "notes.txt")) == "notes.txt"
-    assert place(FakeHit("a", 0.0, "x")) == ""
-
-
-def test_the_likelihood_adds_the_weighted_likelihood_after_the_place_alone(tiny):
-    hits = [PlacedHit("0", 0.0, "The cat sat on the mat.", "a.md", "Pets > Cats"),
-            PlacedHit("1", 0.0, "A dog ran in the park.", "b.md", "Pets > Dogs"),
-            PlacedHit("2", 0.0, "Dogs like parks.", "b.md", "Pets > Dogs")]
-    question = "Where did the dog run?"
-    text = question_logprobs(tiny, question, [h.text for h in hits])
-    after_place = question_logprobs(tiny, question, ["Pets > Cats", "Pets > Dogs", "Pets > Dogs"])
-    assert likelihoods(tiny, question, hits, 0.5) == pytest.approx([t + 0.5 * p for t, p in zip(text, after_place)], abs=1e-5)
-    assert likelihoods(tiny, question, hits, 0) == pytest.approx(text)
-    ranked = rerank(tiny, question, hits, depth=3, fuse=False, label_weight=0.5)
-    assert [h.score for h in ranked] == pytest.approx(sorted(likelihoods(tiny, question, hits, 0.5), reverse=True), abs=1e-5)

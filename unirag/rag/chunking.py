@@ -196,17 +196,15 @@ def _fenced(body: str, blocks: list[CodeBlock], start: int, end: int, n_tokens: 
 
 
 def embed_text(chunk: Chunk, title: str, settings: ChunkSettings) -> str:
-    """What gets embedded for a chunk: its `place_label`, a blank line, its text (or the text alone)."""
+    """What gets embedded for a chunk: "title / heading path", a blank line, its text (or the text alone).
+
+    The title is left out when the heading path already starts with it.
+    """
     if not settings.embed_headings:
         return chunk.text
-    label = place_label(title, chunk.heading)
+    heading = chunk.heading
+    label = heading if title and heading.startswith(title) else " / ".join(p for p in (title, heading) if p)
     return f"{label}\n\n{chunk.text}" if label else chunk.text
-
-
-def place_label(title: str, heading: str) -> str:
-    """Where a chunk sits: "title / heading path", the title left out when the heading path already
-    starts with it ("" where there is neither)."""
-    return heading if title and heading.startswith(title) else " / ".join(p for p in (title, heading) if p)
 
 
 def embed_texts(chunks: list[Chunk], title: str, settings: ChunkSettings) -> list[str]:
