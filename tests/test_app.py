@@ -47,7 +47,7 @@ def test_empty_collection_gives_a_clear_message(demo):
     chat, session, sources, box = outputs[-1]
     assert chat[-1]["role"] == "assistant"
     assert "is empty" in chat[-1]["content"] and "Upload documents" in chat[-1]["content"]
-    assert chat[-1]["content"] == EMPTY_COLLECTION.format(name="docs", exts=".htm .html .ipynb .markdown .md .mdx .pdf .rst .txt")
+    assert chat[-1]["content"] == EMPTY_COLLECTION.format(name="docs", exts=".adoc .asciidoc .htm .html .ipynb .markdown .md .mdx .pdf .rst .txt")
     assert session["turns"] == [] and sources == NO_SOURCES and box == ""
     assert "is empty" in demo.unirag.collection_status("docs")
     assert "is empty" in list(demo.unirag.respond(QUESTION, None, "never-made"))[-1][0][-1]["content"]

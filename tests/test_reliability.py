@@ -81,7 +81,7 @@ def _a_file(tmp: Path) -> Path:
 
 USER_ERRORS = {  # id: (arguments, given tmp_path; exit code; what the line must say)
     "missing-path": (lambda t: ["ingest", t / "nope"], 1, "no such file or folder"),
-    "empty-folder": (lambda t: ["ingest", _empty_folder(t)], 1, "no .htm, .html, .ipynb, .markdown, .md, .mdx, .pdf, .rst, .txt"),
+    "empty-folder": (lambda t: ["ingest", _empty_folder(t)], 1, "no .adoc, .asciidoc, .htm, .html, .ipynb, .markdown, .md, .mdx, .pdf, .rst, .txt"),
     "symlink-loop": (lambda t: ["ingest", _symlink_loop(t)], 1, "is a symlink loop or points to nothing"),
     "empty-question-ask": (lambda t: ["ask", "  "], 1, "the question is empty"),
     "empty-question-retrieve": (lambda t: ["retrieve", ""], 1, "the question is empty"),

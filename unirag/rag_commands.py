@@ -56,7 +56,7 @@ def _model_and_collection(db: Path, chroma_url: Optional[str], collection: str, 
 
 
 # what readers.KINDS reads, spelled out here so that `unirag --help` does not import the readers
-INGESTED_TYPES = ".md .markdown .mdx .txt .rst .html .htm .pdf .ipynb"
+INGESTED_TYPES = ".md .markdown .mdx .txt .rst .adoc .asciidoc .html .htm .pdf .ipynb"
 
 
 def ingest(

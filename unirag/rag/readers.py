@@ -1,7 +1,7 @@
 """Files -> text, and a reason for every file that could not be read.
 
 Ingest must never stop on one bad file, so each step returns either a result or a `Skipped`
-with a one-line reason that ends up in the summary. Markdown, MDX, reStructuredText, HTML, PDF and
+with a one-line reason that ends up in the summary. Markdown, MDX, reStructuredText, AsciiDoc, HTML, PDF and
 notebooks all come out as Markdown-style text (ATX `#` headings), so the chunker has one heading
 syntax to follow; of an HTML page only its main content is read, not the navigation and footer it
 shares with its site; a Markdown file's front matter gives the page its title and first paragraph.
@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ..errors import UniragError
 from . import includes
+from .asciidoc import asciidoc_to_markdown
 from .chunking import HEADING, markdown_title, outside_code
 from .mdx import mdx_to_markdown
 from .notebook import NotANotebook, notebook_to_markdown
@@ -28,7 +29,8 @@ from .rst import looks_like_rst, rst_to_markdown
 from .webpage import NOINDEX_REASON, asks_not_to_be_indexed, html_to_markdown, page_head
 
 KINDS = {".md": "markdown", ".markdown": "markdown", ".txt": "text", ".rst": "rst",
-         ".html": "html", ".htm": "html", ".pdf": "pdf", ".ipynb": "notebook", ".mdx": "mdx"}
+         ".html": "html", ".htm": "html", ".pdf": "pdf", ".ipynb": "notebook", ".mdx": "mdx",
+         ".adoc": "asciidoc", ".asciidoc": "asciidoc"}
 DEFAULT_MAX_BYTES = 20 * 1024 * 1024
 # Bump a kind's number when its reader turns the same file into different text: ingest then
 # re-reads and re-embeds those files instead of keeping their old chunks (kinds absent: 0).
@@ -213,6 +215,8 @@ def parse(file: SourceFile, data: bytes) -> Document | Skipped:
     elif file.kind == "mdx":  # the front matter first: its fields are no module statements or tags
         text, title = read_front_matter(text)
         text = markdown_prose(mdx_to_markdown(text))
+    elif file.kind == "asciidoc":
+        text = asciidoc_to_markdown(text)
     elif file.kind == "notebook":
         try:
             text = markdown_prose(notebook_to_markdown(text))
