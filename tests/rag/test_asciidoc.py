@@ -20,6 +20,7 @@ from unirag.rag.readers import SourceFile, parse, walk
     # listings and literals become fenced code, in the language the source line names; callouts go
     ("[source,python]\n----\nprint(1)  # <1>\n----\n<1> prints one", "```python\nprint(1)\n```\n\n1. prints one"),
     ("....\n$ tool --help\n....", "```\n$ tool --help\n```"),
+    ("[source,sh]\necho hi\necho there\n\nText.", "```sh\necho hi\necho there\n```\n\nText."),
     ("[,js]\n--\nlet a = 1\n--", "```js\nlet a = 1\n```"),
     ("Run:\n\n  tool --all\n  tool --none\n\nDone.", "Run:\n\n```\ntool --all\ntool --none\n```\n\nDone."),
     ("----\nsays ```hi```\n----", "~~~\nsays ```hi```\n~~~"),

@@ -2,14 +2,14 @@
 Markdown, the text its rendered page shows, with its sections.
 
 - Section titles ("== Install", up to six "=", a closing run of "=" allowed; the two-line form,
-  a title over a line of "=", "-", "~", "^" or "+" as long as it give or take two) -> `#`
+  a title over a line of "=", "-", "~", "^" or "+" as long as it, give or take two) -> `#`
   headings, one "#" per "=" (the document title, "= Guide", is the page's `#` title).
 - The header's attribute entries (":toc:", ":version: 2.1") are dropped, and "{version}" in the
   text reads as the value an entry gave it.
-- Listing and literal blocks ("----", "....", and a paragraph indented outside a list) -> fenced
-  code, in the language a "[source,python]" line above names. Comment blocks ("////"), line
-  comments ("// ..."), passthrough blocks ("++++", raw HTML) and preprocessor lines ("include::",
-  "ifdef::") are dropped.
+- Listing and literal blocks ("----", "....", a paragraph indented outside a list, or one under
+  "[source]") -> fenced code, in the language a "[source,python]" line above names. Comment
+  blocks ("////"), line comments ("// ..."), passthrough blocks ("++++", raw HTML) and
+  preprocessor lines ("include::", "ifdef::") are dropped.
 - Other delimited blocks (example "====", sidebar "****", quote "____", open "--") keep their
   text; a table ("|===") keeps each cell's text, a row's cells on one line joined by " | ".
 - Block attribute lines ("[source,java]", "[[install]]") are dropped; an admonition's ("[NOTE]")
@@ -122,6 +122,13 @@ def _blocks(lines: list[str], attributes: dict[str, str]) -> list[str]:
             elif mark[0] not in "/+":  # a comment or a passthrough block is no text of the page
                 out += ["", *_blocks(body, attributes), ""]
             style, language, i = "", "", end + 1
+            continue
+        if style == "source" and stripped:  # a paragraph styled as source is a listing too
+            end = i
+            while end < len(lines) and lines[end].strip():
+                end += 1
+            out += ["", *_fenced(lines[i:end], language), ""]
+            style, language, i = "", "", end
             continue
         labelled = _LABELLED.match(line)
         if labelled:
