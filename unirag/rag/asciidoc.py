@@ -95,13 +95,11 @@ def _blocks(lines: list[str], attributes: dict[str, str]) -> list[str]:
             continue
         section = _SECTION.match(line)
         if section:
+            document_title = len(section.group(1)) == 1 and not any(ln.strip() for ln in out)
             out += ["", f"{'#' * len(section.group(1))} {_inline(section.group(2), attributes)}", ""]
-            i += 1
-            if len(section.group(1)) == 1 and not any(ln.strip() for ln in out[:-3]):
-                # the document header: its author and revision lines follow the title
-                while i < len(lines) and lines[i].strip() and not _ATTRIBUTE_ENTRY.match(lines[i]):
-                    i += 1
-            style = ""
+            style, i = "", i + 1
+            while document_title and i < len(lines) and lines[i].strip() and not _ATTRIBUTE_ENTRY.match(lines[i]):
+                i += 1  # the header's author and revision lines: no text of the page
             continue
         if i + 1 < len(lines) and _is_underlined(line, lines[i + 1]):
             out += ["", f"{'#' * _UNDERLINES[lines[i + 1].strip()[0]]} {_inline(stripped, attributes)}", ""]
