@@ -26,6 +26,9 @@ Markdown, the text its rendered page shows, with its sections.
 from __future__ import annotations
 
 import re
+import textwrap
+
+from .chunking import fence_for
 
 _SECTION = re.compile(r"^(={1,6})[ \t]+(\S.*?)(?:[ \t]+=+)?[ \t]*$")
 _UNDERLINES = {"=": 1, "-": 2, "~": 3, "^": 4, "+": 5}
@@ -144,7 +147,7 @@ def _blocks(lines: list[str], attributes: dict[str, str]) -> list[str]:
             end = i  # an indented paragraph outside a list item is a literal block
             while end < len(lines) and lines[end].strip():
                 end += 1
-            out += [*_fenced(_dedented(lines[i:end]), language), ""]
+            out += [*_fenced(textwrap.dedent("\n".join(lines[i:end])).split("\n"), language), ""]
             style, language, i = "", "", end
             continue
         item = _LIST_ITEM.match(line)
@@ -166,13 +169,8 @@ def _blocks(lines: list[str], attributes: dict[str, str]) -> list[str]:
 
 def _fenced(body: list[str], language: str) -> list[str]:
     """A code block, its callout marks ("<1>" at a line's end) dropped."""
-    fence = "~~~" if any("```" in line for line in body) else "```"
+    fence = fence_for("\n".join(body))
     return [f"{fence}{language}", *(_CALLOUT.sub("", line) for line in body), fence]
-
-
-def _dedented(lines: list[str]) -> list[str]:
-    indent = min(len(ln) - len(ln.lstrip()) for ln in lines if ln.strip())
-    return [ln[indent:] for ln in lines]
 
 
 def _is_underlined(line: str, under: str) -> bool:
@@ -180,7 +178,7 @@ def _is_underlined(line: str, under: str) -> bool:
     underline characters as long as it, give or take two."""
     text = line.strip()
     return (bool(text) and not line[:1].isspace() and _UNDERLINE.match(under) is not None
-            and abs(len(under.strip()) - len(text)) <= 2 and len(under.strip()) >= 2
+            and abs(len(under.strip()) - len(text)) <= 2
             and not (_BLOCK_ATTRIBUTES.match(line) or _BLOCK_TITLE.match(line) or _LIST_ITEM.match(line)
                      or _DELIMITER.match(line) or _LINE_COMMENT.match(line) or _ATTRIBUTE_ENTRY.match(line)))
 
