@@ -129,6 +129,10 @@ def test_answer_variants_parse_names_scorers_and_abstention():
     assert not variants["chunks"].needs_evidence  # the flow before evidence selection: no unit scoring at all
     never = variants["both@noabstain"]
     assert never.abstain_below is None and never.abstain_answer_below is None and never.abstain_similarity_below is None
+    assert not never.abstain_unmentioned and not variants["chunks"].abstain_unmentioned
+    no_names = rag_eval.answer_variants("extractive@nonames")["extractive@nonames"]
+    assert variants["default"].abstain_unmentioned and not no_names.abstain_unmentioned
+    assert no_names.abstain_below is not None  # the evidence tests stay
     relevance_only = rag_eval.answer_variants("extractive@noanswergain")["extractive@noanswergain"]
     assert relevance_only.abstain_answer_below is None and relevance_only.abstain_below is not None
     no_similarity = rag_eval.answer_variants("extractive@nosimilarity")["extractive@nosimilarity"]

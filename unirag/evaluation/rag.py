@@ -139,8 +139,10 @@ def aggregate(per_question: Sequence[Mapping[str, Any]], latencies_s: Sequence[f
     return metrics
 
 
-SWITCHES = {"noabstain": {"abstain_below": None, "abstain_answer_below": None, "abstain_similarity_below": None},
+SWITCHES = {"noabstain": {"abstain_below": None, "abstain_answer_below": None, "abstain_similarity_below": None,
+                          "abstain_unmentioned": False},
             "noanswergain": {"abstain_answer_below": None}, "nosimilarity": {"abstain_similarity_below": None},
+            "nonames": {"abstain_unmentioned": False},
             "norepeat": {"no_repeat_ngram": 4},
             "penalty": {"repetition_penalty": 1.2}, "units": {"whole_thoughts": False},
             "scoreorder": {"reading_order": False}, "retrievalorder": {"passage_order": False},
@@ -149,19 +151,20 @@ SWITCHES = {"noabstain": {"abstain_below": None, "abstain_answer_below": None, "
 
 
 def answer_variants(names: str | Sequence[str]) -> dict[str, Any]:
-    """AskSettings per variant name: "default" (what `ask` does), "extractive", "generated"
-    (short, from the evidence), "both", or "chunks" (generated from the whole chunks with the
-    general prompt, as before evidence selection). A suffix "@s1+s2" picks the evidence scorers
+    """AskSettings per variant name: "default" (what `ask` does), "extractive", "generated" (short,
+    from the evidence), "both", or "chunks" (generated from the whole chunks with the general
+    prompt, as before evidence selection). A suffix "@s1+s2" picks the evidence scorers
     (`rag/evidence.py`), "@noabstain" turns abstention off, "@noanswergain" abstains on relevance
-    alone (not on the best unit's answer score), "@nosimilarity" not on the best unit's
-    similarity to the question, "@norepeat" bans repeated 4-grams of
-    generated tokens, "@penalty" applies a repetition penalty of 1.2 and "@units" quotes units as
-    cut (no "...:" unit completed, sentence tails at chunk starts kept), "@scoreorder" shows
-    quotes best-scored first instead of in reading order, "@retrievalorder" shows the passages
-    in their retrieval order (no `evidence.passage_order`), "@fusedorder" offers units to the
-    word budget in the fusion's order alone (no `evidence.offer_order` turns), "@nolead" shows
-    the quotes in reading order without the best-explaining one first and "@sentences" lets a
-    generated answer go on past its first sentence, so each lever is measured alone."""
+    alone (not on the best unit's answer score), "@nosimilarity" not on the best unit's similarity
+    to the question, "@nonames" not on names the collection never mentions (`rag/mentions.py`),
+    "@norepeat" bans repeated 4-grams of generated tokens, "@penalty" applies a repetition penalty
+    of 1.2 and "@units" quotes units as cut (no "...:" unit completed, sentence tails at chunk
+    starts kept), "@scoreorder" shows quotes best-scored first instead of in reading order,
+    "@retrievalorder" shows the passages in their retrieval order (no `evidence.passage_order`),
+    "@fusedorder" offers units to the word budget in the fusion's order alone (no
+    `evidence.offer_order` turns), "@nolead" shows the quotes in reading order without the
+    best-explaining one first and "@sentences" lets a generated answer go on past its first
+    sentence, so each lever is measured alone."""
     from dataclasses import replace
 
     from ..rag.ask import AskSettings
@@ -171,7 +174,8 @@ def answer_variants(names: str | Sequence[str]) -> dict[str, Any]:
     table = {"default": base, "extractive": replace(base, answer="extractive"),
              "generated": replace(base, answer="generated"), "both": replace(base, answer="both"),
              "chunks": replace(base, answer="generated", focused=False, max_new_tokens=160, abstain_below=None,
-                                abstain_answer_below=None, abstain_similarity_below=None)}
+                                abstain_answer_below=None, abstain_similarity_below=None,
+                                abstain_unmentioned=False)}
     names = [n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)
     out = {}
     for name in filter(None, names):
@@ -208,7 +212,7 @@ def run_rag_eval(model, collection, questions: Sequence[Question], top_k: int = 
 
     from tqdm.auto import tqdm
 
-    from ..rag.ask import AskSettings, answer_hits
+    from ..rag.ask import AskSettings, answer_hits, never_mentioned
     from ..rag.pipeline import retrieve
     from . import answers as answer_scores
 
@@ -243,7 +247,8 @@ def run_rag_eval(model, collection, questions: Sequence[Question], top_k: int = 
             shown, evidence, reused_s = (selected.get(key, (top, None, 0.0)) if settings.needs_evidence
                                          else (top, None, 0.0))
             t0 = time.perf_counter() - reused_s  # a variant that reuses the selection is timed with it
-            result = answer_hits(model, q.question, shown, settings, evidence=evidence)
+            result = answer_hits(model, q.question, shown, settings, evidence=evidence,
+                                 unmentioned=never_mentioned(collection, q.question, settings))
             if settings.needs_evidence and key not in selected:
                 selected[key] = (result.hits, result.evidence, result.evidence_s)
             first = None

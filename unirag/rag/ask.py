@@ -15,7 +15,9 @@ An answer has up to two parts, chosen by `AskSettings.answer`:
 When the evidence explains the question too weakly (`relevance` under `abstain_below`), when no
 unit of it reads as an answer to the question (`answer_gain` under `abstain_answer_below`), or
 when no unit of it is about what the question asks (`similarity` under `abstain_similarity_below`), the
-answer is NO_ANSWER followed by the closest quote, so the user still sees what was found.
+answer is NO_ANSWER followed by the closest quote, so the user still sees what was found. So it is
+when the question gives names and the collection mentions none of them (`mentions.py`); the
+answer then says which.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from ..decoding import RepetitionControl
 from ..errors import UniragError
 from . import evidence as evidence_mod
+from . import lexical, mentions
 from .pipeline import RETRIEVAL_MODES, Hit, Turn, answer, citations, fit, retrieve
 from .sentences import plain
 
@@ -74,6 +77,9 @@ class AskSettings:
     # some of its words (the likelihood) and that it makes likelier (the answer gain): "Who won the
     # 1998 world cup?" asked of a programming book finds its guessing game, "You win!"
     abstain_similarity_below: float | None = ABSTAIN_SIMILARITY_BELOW
+    # NO_ANSWER too when the question gives names and the collection mentions none of them
+    # (`mentions.never_mentioned`); False: never
+    abstain_unmentioned: bool = True
     max_new_tokens: int = 64
     temperature: float = 0.0
     no_repeat_ngram: int = 0       # generated tokens only (decoding.py)
@@ -225,13 +231,15 @@ def _generated(model, question: str, hits: list[Hit], spans, history, settings: 
 
 
 def _pieces(model, question: str, hits: list[Hit], ev: evidence_mod.Evidence, abstained: bool,
-            history, settings: AskSettings, on_loop) -> Iterator[str]:
+            history, settings: AskSettings, on_loop, unmentioned: Sequence[str] = ()) -> Iterator[str]:
     if not hits:
         yield NO_ANSWER + " (No passages were found: the collection is empty.)"
         return
     spans = evidence_mod.reading_order(ev.spans, settings.lead_quote) if settings.reading_order else ev.spans
     if abstained:
         yield NO_ANSWER
+        if unmentioned:
+            yield f" They never mention {_listed(unmentioned)}."
         if spans:  # the quote an answer would have led with
             yield f" {CLOSEST} {quote(spans[0])}"
         return
@@ -244,13 +252,30 @@ def _pieces(model, question: str, hits: list[Hit], ev: evidence_mod.Evidence, ab
         yield from _generated(model, question, hits, ev.spans, history, settings, on_loop)
 
 
+def _listed(names: Sequence[str]) -> str:
+    """“A”, “A” or “B”, “A”, “B” or “C”."""
+    quoted = [f"“{name}”" for name in names]
+    return quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+
+
+def never_mentioned(collection, question: str, settings: AskSettings = AskSettings()) -> tuple[str, ...]:
+    """The names `question` gives when `collection` mentions none of them (`mentions.py`), or ()
+    (also when `settings.abstain_unmentioned` is off): what `answer_hits` is told to abstain on."""
+    if not settings.abstain_unmentioned or not mentions.names(question):
+        return ()  # most questions give no names: no need to build the collection's BM25 index
+    return mentions.never_mentioned(question, lexical.index_for(collection).mentions)
+
+
 def answer_hits(model, question: str, hits: Sequence[Hit], settings: AskSettings = AskSettings(),
-                history: Sequence[Turn] = (), evidence: evidence_mod.Evidence | None = None) -> Answer:
+                history: Sequence[Turn] = (), evidence: evidence_mod.Evidence | None = None,
+                unmentioned: Sequence[str] = ()) -> Answer:
     """The answer to `question` from these chunks (already retrieved), as `ask` gives it.
 
     `evidence`, if given, is used as is instead of selecting it again: pass `.hits` and
     `.evidence` of an earlier Answer to the same question with the same scorers, word budget and
-    passage order (evaluation shares them between answer modes)."""
+    passage order (evaluation shares them between answer modes). `unmentioned`: the question's
+    names that the collection never mentions (`never_mentioned()`); given, the answer abstains and
+    says so."""
     if not question.strip():
         raise UniragError("the question is empty")
     system = ANSWER_SYSTEM if settings.focused else None
@@ -267,10 +292,10 @@ def answer_hits(model, question: str, hits: Sequence[Hit], settings: AskSettings
     else:
         selected_s = 0.0
     ev = evidence
-    abstained = bool(hits) and settings.abstains(ev)
+    abstained = bool(hits) and (settings.abstains(ev) or bool(unmentioned))
     result = Answer(question, hits, ev, abstained, evidence_s=selected_s)
     result._pieces = _pieces(model, question, hits, ev, abstained, history, settings,
-                             on_loop=lambda: setattr(result, "looped", True))
+                             on_loop=lambda: setattr(result, "looped", True), unmentioned=unmentioned)
     return result
 
 
@@ -281,4 +306,4 @@ def ask(model, collection, question: str, settings: AskSettings = AskSettings(),
         raise UniragError("the question is empty")
     hits = retrieve(model, collection, query or question, settings.top_k, settings.retrieval, settings.rerank,
                     expand=settings.expand)
-    return answer_hits(model, question, hits, settings, history)
+    return answer_hits(model, question, hits, settings, history, unmentioned=never_mentioned(collection, question, settings))

@@ -65,6 +65,16 @@ class LexicalIndex:
         docs, scores = self.retriever.retrieve(tokens, k=min(k, len(self.ids)), show_progress=False)
         return [(self.ids[int(d)], float(s)) for d, s in zip(docs[0], scores[0]) if s > 0]
 
+    def mentions(self, word: str) -> bool:
+        """Whether some chunk holds `word`, as BM25 reads words (stemmed: "Makefiles" finds
+        "Makefile"). A word BM25 does not index (a stopword, one letter) counts as mentioned:
+        there is no telling."""
+        stems = list(tokenize([word]).vocab)
+        if not stems:
+            return True
+        known = self.retriever.vocab_dict if self.retriever is not None else {}
+        return any(stem in known for stem in stems)
+
 
 def ids_digest(ids: Sequence[str]) -> str:
     return hashlib.sha256("\n".join(sorted(ids)).encode()).hexdigest()

@@ -1,0 +1,70 @@
+"""Names a question gives that the documents never mention: the ask flow says so instead of quoting."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from unirag.rag import lexical, store
+from unirag.rag.ask import NO_ANSWER, AskSettings, ask, never_mentioned
+from unirag.rag.chunking import ChunkSettings
+from unirag.rag.ingest import ingest as run_ingest
+from unirag.rag.mentions import names
+from unirag.rag.mentions import never_mentioned as names_never_mentioned
+
+
+@pytest.mark.parametrize("question, expected", [
+    ("How do I train a neural network with PyTorch?", ["PyTorch"]),          # code-shaped
+    ("Which Django setting turns on debug mode?", ["Django"]),              # capitalised inside
+    ("Django settings: which one turns on debug mode?", []),                # a sentence's first word
+    ("How do I use SIMD intrinsics? Is AVX faster?", ["SIMD", "AVX"]),      # acronyms, in each sentence
+    ("What is a utf8 string?", ["utf8"]),                                   # a digit in a word
+    ("What does store_true do?", ["store_true"]),                           # snake_case
+    ("When is `if let` more convenient than `match`?", ["let", "match"]),   # backticks; "if" is too short
+    ("Can I name it like MyProj::core in the build?", []),                  # the user's own example
+    ("Is there a variable called CMAKE_FOO for it?", []),
+    ("Looking up 'Europe/Berlin' fails on Windows.", ["Windows"]),          # quoted: an example value
+    ("How do I read a file?", []),
+    ("Can I run it on a PC?", []),                                          # two letters: too short to tell
+])
+def test_names_of_a_question(question, expected):
+    assert names(question) == expected
+
+
+@pytest.mark.parametrize("question, known, expected", [
+    ("How do I train a model with PyTorch?", {"python"}, ("PyTorch",)),
+    ("How do I load my Rust library from Python?", {"rust"}, ()),      # one name mentioned is enough
+    ("How do I use SIMD with AVX and SIMD?", set(), ("SIMD", "AVX")),  # each name once
+    ("How do I read a file?", set(), ()),                              # no names: nothing to tell
+])
+def test_never_mentioned_only_when_the_documents_hold_none_of_the_names(question, known, expected):
+    assert names_never_mentioned(question, lambda word: word.lower() in known) == expected
+
+
+def test_the_bm25_vocabulary_says_what_the_documents_mention():
+    index = lexical.LexicalIndex.build(["a"], ["Makefiles and PyTorch models."])
+    assert index.mentions("Makefile") and index.mentions("pytorch")  # stemmed, any case
+    assert not index.mentions("Django")
+    assert index.mentions("the")  # a stopword is not indexed: no telling
+    assert not lexical.LexicalIndex.build([], []).mentions("Django")
+
+
+def test_ask_abstains_naming_what_the_documents_never_mention(tiny, tmp_path: Path):
+    collection = store.open_collection(store.connect(tmp_path / "db"), "docs", tiny, create=True)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "loops.md").write_text("# Loops\n\nLoops in Rust can return values with break.\n")
+    run_ingest(tiny, collection, docs, settings=ChunkSettings(chunk_size=32, overlap=8), progress=False)
+    quiet = AskSettings(abstain_below=None, abstain_answer_below=None, abstain_similarity_below=None)
+
+    answer = ask(tiny, collection, "How do Django and PyTorch loops return values?", quiet)
+    text = answer.read()
+    assert answer.abstained and text.startswith(f"{NO_ANSWER} They never mention “Django” or “PyTorch”.")
+    assert text.endswith("[1]")  # the closest quote is still shown
+
+    assert not ask(tiny, collection, "How do Rust loops return values?", quiet).abstained  # "Rust" is mentioned
+    off = AskSettings(abstain_below=None, abstain_answer_below=None, abstain_similarity_below=None,
+                      abstain_unmentioned=False)
+    assert never_mentioned(collection, "Does PyTorch loop?", off) == ()
+    assert not ask(tiny, collection, "How do PyTorch loops return values?", off).abstained

@@ -1,0 +1,56 @@
+"""The names a question gives that the documents never mention.
+
+Why: a question can name a thing the documents do not cover ("How do I train a neural network with
+PyTorch?" asked of the Python documentation). Its retrieved passages still explain some of its
+words and hold units it makes likelier, so the evidence tests of the ask flow let it through
+(docs/RESULTS.md, "Where to abstain"), and the answer quotes whatever came closest. When the
+question names things (a proper noun, a word shaped like code) and the collection's own words
+hold none of them, the documents cannot answer it, and saying which names they never mention is
+both honest and checkable.
+
+A name is a word of the question that is capitalised past its sentence's first word
+("Django"), shaped like code or an acronym ("DataFrame", "SIMD", "utf8", "store_true"), or inside
+backticks; words of three letters or more only. A name right after "like", "such as", "e.g.", "named" or
+"called", or inside quotes, is the user's own example ("a namespaced name like MyProj::core",
+"'Europe/Berlin'"): the documents need not hold it. Whether the documents mention a name is
+read from the collection's BM25 vocabulary (`lexical.LexicalIndex.mentions`: stemmed, so
+"Makefiles" finds "Makefile"). One mentioned name is enough to keep answering: "load my Rust
+library from Python" is answered by a Rust manual that never says "Python".
+"""
+
+from __future__ import annotations
+
+import re
+
+_SENTENCE = re.compile(r"(?<=[.?!])\s+")
+_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"|“[^”]*”|‘[^’]*’")
+_BACKTICKED = re.compile(r"`([^`]+)`")
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+_CODE_SHAPED = re.compile(r"[a-z][A-Z]|[A-Z]{2}|\d|[A-Za-z0-9]_[A-Za-z0-9]")
+_EXAMPLE_CUE = re.compile(r"(?:\blike|\bsuch as|\be\.g\.|\bnamed|\bcalled)[\s,:(]*$", re.IGNORECASE)
+MIN_LETTERS = 3
+
+
+def names(question: str) -> list[str]:
+    """The names `question` gives, in order (see the module's docstring)."""
+    found = []
+    for sentence in _SENTENCE.split(question.strip()):
+        coded = {m.group(0) for span in _BACKTICKED.finditer(sentence) for m in _WORD.finditer(span.group(1))}
+        text = _QUOTED.sub(lambda m: " " * len(m.group(0)), sentence)
+        for k, m in enumerate(_WORD.finditer(text)):
+            word = m.group(0)
+            if len(word) < MIN_LETTERS or _EXAMPLE_CUE.search(text[:m.start()]):
+                continue
+            if word in coded or (word[0].isupper() and k > 0) or _CODE_SHAPED.search(word):
+                found.append(word)
+    return found
+
+
+def never_mentioned(question: str, mentions) -> tuple[str, ...]:
+    """The question's names when the documents mention none of them, else (): also () for a
+    question that gives no names. `mentions(word) -> bool` says whether the documents hold a word
+    (`lexical.LexicalIndex.mentions`)."""
+    given = list(dict.fromkeys(names(question)))
+    if not given or any(mentions(name) for name in given):
+        return ()
+    return tuple(given)
