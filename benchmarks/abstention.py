@@ -15,7 +15,9 @@ PIQA's, in the lm-eval files of `../shared/data/eval/lm`), asked of every collec
 per threshold, how many of each fall under it, over all the question sets together: relevance
 alone, the rule of relevance and the best unit's answer score (`Evidence.answer_gain`) per pair of
 thresholds, then the ask flow's rule with the best unit's similarity to the question
-(`Evidence.similarity`) under each threshold.
+(`Evidence.similarity`) under each threshold, and the test on names the question gives that the
+collection never mentions (`rag/mentions.py`, `AskSettings.abstain_unmentioned`) alone, beside the
+evidence tests and with them.
 
     python benchmarks/abstention.py --db runs/db \
         --set rust=../shared/data/eval/rag/rust_book_dev_answers.jsonl \
@@ -23,6 +25,7 @@ thresholds, then the ask flow's rule with the best unit's similarity to the ques
         [--unrelated ../shared/data/eval/lm/arc_easy.jsonl --unrelated ../shared/data/eval/lm/piqa.jsonl] \
         [--output runs/bench/abstention.json]
     python benchmarks/abstention.py --tables-from runs/bench/abstention.json  # the tables again
+    python benchmarks/abstention.py --db runs/db --set ... --names-only  # the names test alone, no model
 
 Each --set is COLLECTION=QUESTIONS (a collection already ingested into --db).
 """
@@ -47,12 +50,15 @@ HEADS = ("own passages: abstained", "another question's: abstained", "another ma
          "unrelated question: abstained")
 
 
-def signals(model, question: str, hits) -> tuple[float, float | None, float | None]:
-    """(relevance, answer gain, similarity) of the evidence `ask` would select from these chunks."""
+def signals(model, question: str, hits, collection) -> tuple[float, float | None, float | None, int]:
+    """(relevance, answer gain, similarity) of the evidence `ask` would select from these chunks,
+    and 1 if the question gives names that `collection` never mentions (else 0)."""
+    from unirag.rag.ask import never_mentioned
     from unirag.rag.evidence import select
 
     evidence = select(model, question, hits, scorers=("likelihood", "answer", "embedding"))
-    return evidence.relevance, evidence.answer_gain, evidence.similarity
+    return (evidence.relevance, evidence.answer_gain, evidence.similarity,
+            int(bool(never_mentioned(collection, question))))
 
 
 def unrelated_questions(path: str, n: int, step: int) -> list[str]:
@@ -65,14 +71,17 @@ def unrelated_questions(path: str, n: int, step: int) -> list[str]:
 
 
 def _refused(rule, column: list) -> str:
-    """"k/n": how many of a column's signals (relevance, gain[, similarity]) `rule` refuses."""
+    """"k/n": how many of a column's signals (relevance, gain[, similarity[, unmentioned]]) `rule`
+    (AskSettings) refuses."""
     from unirag.rag.evidence import Evidence
 
-    def evidence(values):
-        relevance, gain, similarity = (list(values) + [None, None])[:3]  # files written before similarity
-        return Evidence([], relevance, gain, similarity=similarity)
+    def refuses(values) -> bool:
+        # files written before the similarity or the names test lack them
+        relevance, gain, similarity, unmentioned = (list(values) + [None, None, 0])[:4]
+        return (rule.abstains(Evidence([], relevance, gain, similarity=similarity))
+                or bool(rule.abstain_unmentioned and unmentioned))
 
-    return f"{sum(rule.abstains(evidence(v)) for v in column)}/{len(column)}"
+    return f"{sum(refuses(v) for v in column)}/{len(column)}"
 
 
 def table_rows(*columns: list[float]) -> list[list]:
@@ -87,21 +96,34 @@ def rule_rows(settings, *columns: list) -> list[list]:
     rows = []
     for below in RULE_RELEVANCE:
         for t in GAIN_THRESHOLDS:
-            rule = replace(settings, abstain_below=below, abstain_answer_below=t, abstain_similarity_below=None)
+            rule = replace(settings, abstain_below=below, abstain_answer_below=t, abstain_similarity_below=None,
+                           abstain_unmentioned=False)
             rows.append([below, t] + [_refused(rule, values) for values in columns])
     return rows
 
 
 def similarity_rows(settings, *columns: list) -> list[list]:
-    """Per similarity threshold: how many signals the ask flow's rule refuses with it (its own
-    relevance and answer-gain thresholds)."""
+    """Per similarity threshold: how many signals the ask flow's evidence tests refuse with it (its
+    own relevance and answer-gain thresholds; not the names test)."""
     from dataclasses import replace
 
     rows = []
     for t in SIMILARITY_THRESHOLDS:
-        rule = replace(settings, abstain_similarity_below=t)
+        rule = replace(settings, abstain_similarity_below=t, abstain_unmentioned=False)
         rows.append([t] + [_refused(rule, values) for values in columns])
     return rows
+
+
+def names_rows(settings, *columns: list) -> list[list]:
+    """How many signals the names test refuses alone, the evidence tests alone, and both (the ask
+    flow's rule)."""
+    from dataclasses import replace
+
+    rules = (("names never mentioned", replace(settings, abstain_below=None, abstain_answer_below=None,
+                                                abstain_similarity_below=None)),
+             ("evidence tests", replace(settings, abstain_unmentioned=False)),
+             ("either (the ask flow)", settings))
+    return [[label] + [_refused(rule, values) for values in columns] for label, rule in rules]
 
 
 def report(per_set: dict) -> None:
@@ -117,6 +139,8 @@ def report(per_set: dict) -> None:
     print(markdown_table(("relevance below", "answer gain below") + heads, rule_rows(AskSettings(), *columns)))
     print("\nthe ask flow's rule, or the best unit's similarity to the question under the threshold:")
     print(markdown_table(("similarity below",) + heads, similarity_rows(AskSettings(), *columns)))
+    print("\nnames the question gives that the collection never mentions, the evidence tests, and either:")
+    print(markdown_table(("rule",) + heads, names_rows(AskSettings(), *columns)))
 
     # pooled counts hide that relevance is on another scale in each collection
     def median(values: list) -> str:
@@ -126,7 +150,35 @@ def report(per_set: dict) -> None:
     names = ("median relevance", "median answer gain", "median similarity")
     medians = [[name] + [median([(list(x) + [None])[i] for x in v.get(k, [])]) for i in (0, 1, 2) for k in kinds]
                for name, v in per_set.items()]
-    print(markdown_table(("collection",) + tuple(f"{n}: {k}" for n in names for k in kinds), medians))
+    print("\n" + markdown_table(("collection",) + tuple(f"{n}: {k}" for n in names for k in kinds), medians))
+
+
+def names_only(args) -> None:
+    """Per collection, how many questions the names test alone refuses: its own set's, every other
+    set's (asked of it) and the unrelated ones. It reads no passage, so no model is loaded."""
+    from unirag.evaluation.rag import load_questions
+    from unirag.rag.ask import never_mentioned
+    from unirag.rag.store import connect, open_collection
+
+    client = connect(args.db)
+    sets = [spec.partition("=")[::2] for spec in args.set]
+    questions = {name: [q.question for q in load_questions(path)] for name, path in sets}
+    unrelated = [q for path in args.unrelated for q in unrelated_questions(path, args.unrelated_n, args.unrelated_step)]
+    rows = []
+    for name, _ in sets:
+        collection = open_collection(client, name)
+
+        def refused(qs: list[str]) -> str:
+            return f"{sum(bool(never_mentioned(collection, q)) for q in qs)}/{len(qs)}"
+
+        rows.append([name, refused(questions[name]),
+                     refused([q for other, qs in questions.items() if other != name for q in qs]),
+                     refused(unrelated) if unrelated else ""])
+    print(markdown_table(("collection", "own questions", "other sets' questions", "unrelated questions"), rows))
+    path = write_json(args.output, {"machine": machine_info(), "sets": args.set, "unrelated": args.unrelated,
+                                    "unrelated_n": args.unrelated_n, "unrelated_step": args.unrelated_step,
+                                    "names_refused": rows})
+    print(f"wrote {path}")
 
 
 def main() -> None:
@@ -142,12 +194,17 @@ def main() -> None:
     parser.add_argument("--output", default="runs/bench/abstention.json")
     parser.add_argument("--tables-from", metavar="JSON",
                         help="print the tables from the signals an earlier run wrote, scoring nothing")
+    parser.add_argument("--names-only", action="store_true",
+                        help="count only what the names test refuses (no model: seconds, any number of sets)")
     args = parser.parse_args()
     if args.tables_from:
         report(json.loads(Path(args.tables_from).read_text(encoding="utf-8"))["signals"])
         return
     if not (args.db and args.set):
         parser.error("--db and --set are required (or --tables-from)")
+    if args.names_only:
+        names_only(args)
+        return
 
     from unirag import UniModel
     from unirag.evaluation.rag import load_questions
@@ -165,14 +222,14 @@ def main() -> None:
         collection = open_collection(client, name, model)
         questions = [q.question for q in load_questions(path)]
         hits = [retrieve(model, collection, q, args.top_k, settings.retrieval, settings.rerank) for q in questions]
-        mine = [signals(model, q, h) for q, h in zip(questions, hits)]
-        theirs = [signals(model, q, hits[(i + args.shift) % len(hits)]) for i, q in enumerate(questions)]
+        mine = [signals(model, q, h, collection) for q, h in zip(questions, hits)]
+        theirs = [signals(model, q, hits[(i + args.shift) % len(hits)], collection) for i, q in enumerate(questions)]
         per_set[name] = {"own": mine, "other": theirs}
         questions_of[name] = questions
         collections[name] = collection
     def asked_of(collection, questions: list[str]) -> list:  # retrieved and scored as `ask` would
-        return [signals(model, q, retrieve(model, collection, q, args.top_k, settings.retrieval, settings.rerank))
-                for q in questions]
+        return [signals(model, q, retrieve(model, collection, q, args.top_k, settings.retrieval, settings.rerank),
+                        collection) for q in questions]
 
     unrelated = [q for path in args.unrelated for q in unrelated_questions(path, args.unrelated_n, args.unrelated_step)]
     for name, collection in collections.items():  # every other set's questions, asked of this collection
@@ -188,7 +245,8 @@ def main() -> None:
                                     "abstain_below": settings.abstain_below,
                                     "abstain_answer_below": settings.abstain_answer_below,
                                     "abstain_similarity_below": settings.abstain_similarity_below,
-                                    "signals": per_set})  # (relevance, answer gain, similarity) per question
+                                    # (relevance, answer gain, similarity, names never mentioned) per question
+                                    "signals": per_set})
     print(f"wrote {path}")
 
 

@@ -271,6 +271,18 @@ def test_abstention_similarity_rows_add_the_similarity_test_to_the_ask_rule():
     assert rows[0.55] == "3/5"  # no similarity: the other tests decide
 
 
+def test_abstention_names_rows_count_the_names_test_alone_beside_the_evidence_tests():
+    abstention = load("abstention")
+    from unirag.rag.ask import AskSettings
+
+    # relevance, answer gain, similarity, names never mentioned (a triple: written before that test)
+    signals = [(1.0, 1.0, 0.7, 1), (0.1, 1.0, 0.9, 0), (0.1, 1.0, 0.9, 1), (1.0, 1.0, 0.7, 0), (1.0, 1.0, 0.7)]
+    rows = {row[0]: row[1] for row in abstention.names_rows(AskSettings(), signals)}
+    assert rows == {"names never mentioned": "2/5", "evidence tests": "2/5", "either (the ask flow)": "3/5"}
+    # the relevance / answer-gain table leaves the names test out
+    assert {(r[0], r[1]): r[2] for r in abstention.rule_rows(AskSettings(), signals)}[(0.2, 0.0)] == "2/5"
+
+
 def test_abstention_tables_print_again_from_written_signals(tmp_path, capsys, monkeypatch):
     abstention = load("abstention")
     path = tmp_path / "abstention.json"
