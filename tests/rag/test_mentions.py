@@ -37,6 +37,8 @@ def test_names_of_a_question(question, expected):
     ("How do I load my Rust library from Python?", {"rust"}, ()),      # one name mentioned is enough
     ("How do I use SIMD with AVX and SIMD?", set(), ("SIMD", "AVX")),  # each name once
     ("How do I read a file?", set(), ()),                              # no names: nothing to tell
+    ("How do I read a file in NodeJS?", {"node", "js"}, ()),          # mentioned in parts ("Node.js")
+    ("How do I train a model with PyTorch?", {"py"}, ("PyTorch",)),    # one part is not enough
 ])
 def test_never_mentioned_only_when_the_documents_hold_none_of_the_names(question, known, expected):
     assert names_never_mentioned(question, lambda word: word.lower() in known) == expected

@@ -14,7 +14,8 @@ backticks; words of three letters or more only. A name right after "like", "such
 "called", or inside quotes, is the user's own example ("a namespaced name like MyProj::core",
 "'Europe/Berlin'"): the documents need not hold it. Whether the documents mention a name is
 read from the collection's BM25 vocabulary (`lexical.LexicalIndex.mentions`: stemmed, so
-"Makefiles" finds "Makefile"). One mentioned name is enough to keep answering: "load my Rust
+"Makefiles" finds "Makefile"); a name written as one word counts as mentioned where each of its
+parts is ("NodeJS" in documents that write "Node.js"). One mentioned name is enough to keep answering: "load my Rust
 library from Python" is answered by a Rust manual that never says "Python".
 """
 
@@ -51,6 +52,16 @@ def never_mentioned(question: str, mentions) -> tuple[str, ...]:
     question that gives no names. `mentions(word) -> bool` says whether the documents hold a word
     (`lexical.LexicalIndex.mentions`)."""
     given = list(dict.fromkeys(names(question)))
-    if not given or any(mentions(name) for name in given):
+    if not given or any(mentions(name) or _parts_mentioned(name, mentions) for name in given):
         return ()
     return tuple(given)
+
+
+_PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")  # "NodeJS" -> Node, JS; "utf8" -> utf, 8
+
+
+def _parts_mentioned(name: str, mentions) -> bool:
+    """Whether a name written as one word is mentioned in parts: "NodeJS" by documents that write
+    "Node.js", "VSCode" by "VS Code". Every part of two letters or more must be mentioned."""
+    parts = [part for part in _PART.findall(name) if len(part) >= 2 and not part.isdigit()]
+    return len(parts) > 1 and all(mentions(part) for part in parts)
