@@ -306,4 +306,5 @@ def ask(model, collection, question: str, settings: AskSettings = AskSettings(),
         raise UniragError("the question is empty")
     hits = retrieve(model, collection, query or question, settings.top_k, settings.retrieval, settings.rerank,
                     expand=settings.expand)
-    return answer_hits(model, question, hits, settings, history, unmentioned=never_mentioned(collection, question, settings))
+    return answer_hits(model, question, hits, settings, history,
+                       unmentioned=never_mentioned(collection, question, settings))

@@ -8,15 +8,15 @@ question names things (a proper noun, a word shaped like code) and the collectio
 hold none of them, the documents cannot answer it, and saying which names they never mention is
 both honest and checkable.
 
-A name is a word of the question that is capitalised past its sentence's first word
-("Django"), shaped like code or an acronym ("DataFrame", "SIMD", "utf8", "store_true"), or inside
-backticks; words of three letters or more only. A name right after "like", "such as", "e.g.", "named" or
+A name is a word of the question that is capitalised past its sentence's first word ("Django"),
+shaped like code or an acronym ("DataFrame", "SIMD", "utf8", "store_true"), or inside backticks;
+words of three letters or more only. A name right after "like", "such as", "e.g.", "named" or
 "called", or inside quotes, is the user's own example ("a namespaced name like MyProj::core",
-"'Europe/Berlin'"): the documents need not hold it. Whether the documents mention a name is
-read from the collection's BM25 vocabulary (`lexical.LexicalIndex.mentions`: stemmed, so
-"Makefiles" finds "Makefile"); a name written as one word counts as mentioned where each of its
-parts is ("NodeJS" in documents that write "Node.js"). One mentioned name is enough to keep answering: "load my Rust
-library from Python" is answered by a Rust manual that never says "Python".
+"'Europe/Berlin'"): the documents need not hold it. Whether the documents mention a name is read
+from the collection's BM25 vocabulary (`lexical.LexicalIndex.mentions`: stemmed, so "Makefiles"
+finds "Makefile"); a name written as one word counts as mentioned where each of its parts is
+("NodeJS" in documents that write "Node.js"). One mentioned name is enough to keep answering: "load
+my Rust library from Python" is answered by a Rust manual that never says "Python".
 """
 
 from __future__ import annotations
