@@ -137,7 +137,7 @@ def report(per_set: dict) -> None:
     print(markdown_table(("abstain below",) + heads, table_rows(*relevance)))
     print("\nrelevance under the first threshold, or answer gain under the second:")
     print(markdown_table(("relevance below", "answer gain below") + heads, rule_rows(AskSettings(), *columns)))
-    print("\nthe ask flow's rule, or the best unit's similarity to the question under the threshold:")
+    print("\nthe ask flow's evidence tests, the best unit's similarity to the question under the threshold:")
     print(markdown_table(("similarity below",) + heads, similarity_rows(AskSettings(), *columns)))
     print("\nnames the question gives that the collection never mentions, the evidence tests, and either:")
     print(markdown_table(("rule",) + heads, names_rows(AskSettings(), *columns)))
