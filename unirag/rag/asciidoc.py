@@ -125,9 +125,7 @@ def _blocks(lines: list[str], attributes: dict[str, str]) -> list[str]:
             style, language, i = "", "", end + 1
             continue
         if style == "source" and stripped:  # a paragraph styled as source is a listing too
-            end = i
-            while end < len(lines) and lines[end].strip():
-                end += 1
+            end = _paragraph_end(lines, i)
             out += ["", *_fenced(lines[i:end], language), ""]
             style, language, i = "", "", end
             continue
@@ -144,9 +142,7 @@ def _blocks(lines: list[str], attributes: dict[str, str]) -> list[str]:
             style = ""
             continue
         if line[:1].isspace() and stripped and (not out or not out[-1].strip()):
-            end = i  # an indented paragraph outside a list item is a literal block
-            while end < len(lines) and lines[end].strip():
-                end += 1
+            end = _paragraph_end(lines, i)  # an indented paragraph outside a list item is a literal block
             out += [*_fenced(textwrap.dedent("\n".join(lines[i:end])).split("\n"), language), ""]
             style, language, i = "", "", end
             continue
@@ -181,6 +177,11 @@ def _is_underlined(line: str, under: str) -> bool:
             and abs(len(under.strip()) - len(text)) <= 2
             and not (_BLOCK_ATTRIBUTES.match(line) or _BLOCK_TITLE.match(line) or _LIST_ITEM.match(line)
                      or _DELIMITER.match(line) or _LINE_COMMENT.match(line) or _ATTRIBUTE_ENTRY.match(line)))
+
+
+def _paragraph_end(lines: list[str], start: int) -> int:
+    """The index of the first blank line at or after `start` (the end if none is)."""
+    return next((j for j in range(start, len(lines)) if not lines[j].strip()), len(lines))
 
 
 def _closing(lines: list[str], start: int, delimiter: str) -> int:
