@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from unirag.rag import lexical, store
-from unirag.rag.ask import NO_ANSWER, AskSettings, ask, never_mentioned
+from unirag.rag.ask import NO_ANSWER, AskSettings, answer_hits, ask, never_mentioned
 from unirag.rag.chunking import ChunkSettings
 from unirag.rag.ingest import ingest as run_ingest
 from unirag.rag.mentions import names
@@ -70,3 +70,7 @@ def test_ask_abstains_naming_what_the_documents_never_mention(tiny, tmp_path: Pa
                       abstain_unmentioned=False)
     assert never_mentioned(collection, "Does PyTorch loop?", off) == ()
     assert not ask(tiny, collection, "How do PyTorch loops return values?", off).abstained
+    # names handed in (as eval does, once for every variant) are abstained on only where the setting says
+    hits = answer.hits
+    assert answer_hits(tiny, "Do PyTorch loops return?", hits, quiet, unmentioned=("PyTorch",)).abstained
+    assert not answer_hits(tiny, "Do PyTorch loops return?", hits, off, unmentioned=("PyTorch",)).abstained

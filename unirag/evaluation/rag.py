@@ -239,6 +239,7 @@ def run_rag_eval(model, collection, questions: Sequence[Question], top_k: int = 
                             rows, rankings):
         top = hits[:answer_top_k] if answer_top_k <= top_k else ranked(q.question, answer_top_k)
         row["answers"] = {}
+        unmentioned = never_mentioned(collection, q.question)  # each variant's settings say if it abstains on them
         selected: dict[tuple, tuple[Any, float]] = {}  # (evidence, seconds) shared by variants that select alike
         for label, settings in variants.items():
             settings = replace(settings, top_k=answer_top_k)
@@ -247,8 +248,7 @@ def run_rag_eval(model, collection, questions: Sequence[Question], top_k: int = 
             shown, evidence, reused_s = (selected.get(key, (top, None, 0.0)) if settings.needs_evidence
                                          else (top, None, 0.0))
             t0 = time.perf_counter() - reused_s  # a variant that reuses the selection is timed with it
-            result = answer_hits(model, q.question, shown, settings, evidence=evidence,
-                                 unmentioned=never_mentioned(collection, q.question, settings))
+            result = answer_hits(model, q.question, shown, settings, evidence=evidence, unmentioned=unmentioned)
             if settings.needs_evidence and key not in selected:
                 selected[key] = (result.hits, result.evidence, result.evidence_s)
             first = None

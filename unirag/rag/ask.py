@@ -238,7 +238,7 @@ def _pieces(model, question: str, hits: list[Hit], ev: evidence_mod.Evidence, ab
     spans = evidence_mod.reading_order(ev.spans, settings.lead_quote) if settings.reading_order else ev.spans
     if abstained:
         yield NO_ANSWER
-        if unmentioned:
+        if unmentioned and settings.abstain_unmentioned:
             yield f" They never mention {_listed(unmentioned)}."
         if spans:  # the quote an answer would have led with
             yield f" {CLOSEST} {quote(spans[0])}"
@@ -275,7 +275,7 @@ def answer_hits(model, question: str, hits: Sequence[Hit], settings: AskSettings
     `.evidence` of an earlier Answer to the same question with the same scorers, word budget and
     passage order (evaluation shares them between answer modes). `unmentioned`: the question's
     names that the collection never mentions (`never_mentioned()`); given, the answer abstains and
-    says so."""
+    says so, unless `settings.abstain_unmentioned` is off."""
     if not question.strip():
         raise UniragError("the question is empty")
     system = ANSWER_SYSTEM if settings.focused else None
@@ -292,7 +292,8 @@ def answer_hits(model, question: str, hits: Sequence[Hit], settings: AskSettings
     else:
         selected_s = 0.0
     ev = evidence
-    abstained = bool(hits) and (settings.abstains(ev) or bool(unmentioned))
+    names_unmentioned = settings.abstain_unmentioned and bool(unmentioned)
+    abstained = bool(hits) and (settings.abstains(ev) or names_unmentioned)
     result = Answer(question, hits, ev, abstained, evidence_s=selected_s)
     result._pieces = _pieces(model, question, hits, ev, abstained, history, settings,
                              on_loop=lambda: setattr(result, "looped", True), unmentioned=unmentioned)
