@@ -1,4 +1,4 @@
-"""RST include directives: the named file's text read in place, the fragment not as a page."""
+"""Include directives (RST's and mdBook's): the named file's text read in place, an RST fragment not as a page."""
 
 import os
 
@@ -94,3 +94,54 @@ def test_a_symlinked_fragment_is_not_read(tmp_path):
     (root / "tool.rst").write_text(PAGE + ".. include:: LINK.txt\n\nText.\n")
     file = SourceFile(root / "tool.rst", "tool.rst", "rst")
     assert "Secret" not in parse(file, read_bytes(file)).text
+
+
+LISTING = "fn main() {\n    // ANCHOR: here\n    let x = 5;\n    // ANCHOR_END: here\n    println!(\"{x}\");\n}\n"
+
+MDBOOK_CASES = [
+    ("a whole file in a code fence, its anchor lines left out",
+     "```rust\n{{#include ../listings/main.rs}}\n```\n",
+     "```rust\nfn main() {\n    let x = 5;\n    println!(\"{x}\");\n}\n```\n"),
+    ("one line", "```rust\n{{#include ../listings/main.rs:3}}\n```\n", "```rust\n    let x = 5;\n```\n"),
+    ("a range of lines", "```rust\n{{#include ../listings/main.rs:5:6}}\n```\n", "```rust\n    println!(\"{x}\");\n}\n```\n"),
+    ("up to a line", "```rust\n{{#include ../listings/main.rs::1}}\n```\n", "```rust\nfn main() {\n```\n"),
+    ("from a line", "```rust\n{{#include ../listings/main.rs:6:}}\n```\n", "```rust\n}\n```\n"),
+    ("rustdoc_include shows the anchor's lines",
+     "```rust\n{{#rustdoc_include ../listings/main.rs:here}}\n```\n", "```rust\n    let x = 5;\n```\n"),
+    ("a missing file, an unknown anchor and a file outside the folder: the directive stays as written",
+     "```rust,ignore\n{{#include ../listings/missing.rs}}\n```\n\n```rust\n{{#include ../listings/main.rs:nowhere}}\n```\n\n"
+     "```text\n{{#include ../../outside.txt}}\n```\n",
+     "```rust,ignore\n{{#include ../listings/missing.rs}}\n```\n\n```rust\n{{#include ../listings/main.rs:nowhere}}\n```\n\n"
+     "```text\n{{#include ../../outside.txt}}\n```\n"),
+    ("a listing and the directive's extra words: playground shows the file as Rust",
+     "{{#playground ../listings/main.rs editable}}\n",
+     "```rust\nfn main() {\n    let x = 5;\n    println!(\"{x}\");\n}\n```\n"),
+    ("an escaped directive stays as written", "Write `\\{{#include file.rs}}`.\n", "Write `\\{{#include file.rs}}`.\n"),
+    ("an included Markdown file is read as Markdown, its own includes too",
+     "{{#include shared/note.md}}\n", "A shared note.\n\n```rust\n    let x = 5;\n```\n"),
+]
+
+
+@pytest.mark.parametrize("page, expected", [c[1:] for c in MDBOOK_CASES], ids=[c[0] for c in MDBOOK_CASES])
+def test_mdbook_include_directives_are_read_in_place(tmp_path, page, expected):
+    (tmp_path / "outside.txt").write_text("Outside.\n")
+    book = tmp_path / "book"
+    files = {"listings/main.rs": LISTING, "src/ch01.md": "# Hello\n\n" + page,
+             "src/shared/note.md": "A shared note.\n\n```rust\n{{#include ../../listings/main.rs:here}}\n```\n"}
+    for name, text in files.items():
+        (book / name).parent.mkdir(parents=True, exist_ok=True)
+        (book / name).write_text(text)
+    kept, _, _ = walk(book)
+    page_file = next(f for f in kept if f.source == "src/ch01.md")
+    assert parse(page_file, read_bytes(page_file)).text == "# Hello\n\n" + expected
+
+
+def test_a_book_page_changes_when_its_listing_does(tmp_path):
+    (tmp_path / "main.rs").write_text("fn old() {}\n")
+    page = tmp_path / "ch01.md"
+    page.write_text("# Code\n\n```rust\n{{#include main.rs}}\n```\n")
+    file = SourceFile(page, "ch01.md", "markdown")
+    before = content_hash(read_bytes(file))
+    (tmp_path / "main.rs").write_text("fn new() {}\n")
+    assert content_hash(read_bytes(file)) != before
+    assert "fn new() {}" in parse(file, read_bytes(file)).text

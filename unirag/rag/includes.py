@@ -1,4 +1,5 @@
-"""RST `.. include::` and `.. literalinclude::` directives replaced by the text of the files they name.
+"""Include directives replaced by the text of the files they name: RST's `.. include::` and
+`.. literalinclude::`, mdBook's `{{#include}}` and `{{#rustdoc_include}}`.
 
 Why: Sphinx manuals share text between pages through include fragments: CMake's command-line
 options live in `OPTIONS_BUILD.txt`, which `cmake.1.rst` and `ccmake.1.rst` include. Sphinx renders
@@ -17,6 +18,18 @@ standard includes (`<isonum.txt>`, substitution definitions only) are left out. 
 and `:literal:`, `:code:` or `:language:` (the text shown as code) are applied; the included
 lines take the directive's indentation, as docutils inserts them into the block the directive
 stands in.
+
+mdBook books show their code listings through `{{#include file.rs}}` inside a code fence (the Rust
+book holds 707 of them). Read as they stand, the directives put file paths where the code goes:
+words no reader sees, in a third of the chunks, taking part of each chunk's tokens, and no code.
+`expand_mdbook` reads them as mdBook renders them: the named file's lines, all of them, one
+(`file.rs:2`), a range (`file.rs:2:10`, `file.rs::10`, `file.rs:2:`) or those between
+`ANCHOR: name` and `ANCHOR_END: name` (`file.rs:name`), anchor lines left out; `rustdoc_include`
+shows the same lines (mdBook hides the rest of the file, for the playground). A directive whose file
+is not inside the ingested folder (a book's `src/` ingested without its `listings/`) stays as
+written: its path names the chapter the listing belongs to ("listings/ch12-an-io-project/..."),
+words that retrieval matches (left out, fewer of the Rust book's dev questions found the right file
+first), and the listing is one file for a reader who has the book's folder.
 """
 
 from __future__ import annotations
@@ -29,6 +42,10 @@ from pathlib import Path
 _INCLUDE = re.compile(r"^([ \t]*)\.\.[ \t]+(include|literalinclude)::[ \t]*(.*?)[ \t]*$")
 _OPTION = re.compile(r"^[ \t]+:([\w-]+):[ \t]*(.*?)[ \t]*$")
 MAX_DEPTH = 8  # includes within includes; deeper ones are left out
+# mdBook's links: {{#include file.rs:2:10}}, {{#rustdoc_include file.rs:anchor}}, {{#playground file.rs
+# editable}}; "\{{#include" is mdBook's escape for the directive shown as text
+_MDBOOK = re.compile(r"(?<!\\)\{\{#(include|rustdoc_include|playground|playpen)[ \t]+([^\s}]+)[^}]*\}\}")
+_ANCHOR = re.compile(r"ANCHOR(?:_END)?:\s*([\w-]+)")
 
 
 def targets(text: str, here: Path, root: Path) -> list[Path]:
@@ -146,3 +163,50 @@ def _numbers(spec: str, count: int) -> list[int]:
         hi = (int(last) if last else count) if dash else lo
         out += range(lo - 1, min(hi, count))
     return out
+
+
+def expand_mdbook(text: str, path: Path, root: Path, read: Callable[[Path], str | None],
+                  _stack: tuple[Path, ...] = ()) -> str:
+    """`text` (a Markdown file at `path`, under the ingested folder `root`) with mdBook's include
+    directives replaced by the lines they select of the files they name, as mdBook renders them;
+    `read` gives a file's text, or None when it cannot be read. A directive whose file is not
+    there (or that names an anchor the file lacks) stays as written."""
+    stack = _stack + (path,)
+
+    def included(m: re.Match) -> str:
+        kind, spec = m.group(1), m.group(2)
+        name, _, selector = spec.partition(":")
+        target = _resolve(name, path.parent, root)
+        if target is None or target in stack or len(stack) > MAX_DEPTH or (body := read(target)) is None:
+            return m.group(0)
+        lines = _selected(body.replace("\r\n", "\n"), selector)
+        if lines is None:
+            return m.group(0)
+        body = expand_mdbook("\n".join(lines), target, root, read, stack)
+        return f"```rust\n{body}\n```" if kind in ("playground", "playpen") else body
+
+    return _MDBOOK.sub(included, text)
+
+
+def _selected(text: str, selector: str) -> list[str] | None:
+    """The lines of an included file that an mdBook selector names ("": all, "2": line 2, "2:10",
+    "::10" as ":10", "2:", or an anchor's name), anchor lines left out; None for an anchor the file
+    lacks."""
+    lines = text.rstrip("\n").split("\n")
+    first, colon, last = selector.partition(":")
+    if selector and not (first.isdigit() or not first) or (last and not last.isdigit()):
+        inside, found = [], False
+        for line in lines:
+            anchor = _ANCHOR.search(line)
+            if anchor and anchor.group(1) == selector:
+                if "ANCHOR_END" in anchor.group(0):
+                    break
+                found = True
+            elif found:
+                inside.append(line)
+        lines = inside if found else None
+    elif first or last:
+        lo = int(first) - 1 if first else 0
+        hi = lo + 1 if first and not colon else (int(last) if last else len(lines))
+        lines = lines[max(lo, 0):hi]
+    return None if lines is None else [line for line in lines if not _ANCHOR.search(line)]

@@ -44,7 +44,8 @@ DEFAULT_MAX_BYTES = 20 * 1024 * 1024
 # 8: a list item's paragraph on its bullet's line, a menu and a lead table of contents dropped;
 # 9: a definition's text after the definitions nested in it comes after its term again
 # markdown 1: HTML comments dropped (outside code); 2: front matter read (title, description);
-# 3 (and mdx, notebook 1): footnote marks dropped (`strip_footnote_marks`)
+# 3 (and mdx, notebook 1): footnote marks dropped (`strip_footnote_marks`). (mdBook's includes need
+# no number: read in place, they change the bytes a page's hash is taken of, `read_bytes`)
 # rst 1: directives, literal blocks, roles and links read (`rst.py`), not only section titles;
 # a .txt file written in RST (Sphinx's include fragments, older Sphinx sources) is read as one;
 # 2: include directives read in place (`includes.py`); 3: a role's "<...>" read as its target only
@@ -163,8 +164,8 @@ def _rel(path: Path, root: Path) -> str:
 
 def read_bytes(file: SourceFile, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes | Skipped:
     """The raw bytes (hashed to detect changes before any parsing), or why not. An RST file's
-    include directives are replaced by the files they name (`includes.expand`), so that its hash
-    changes when one of them does."""
+    include directives, and a Markdown file's mdBook ones, are replaced by the files they name
+    (`includes.py`), so that its hash changes when one of them does."""
     try:
         size = file.path.stat().st_size
         if size > max_bytes:
@@ -174,9 +175,12 @@ def read_bytes(file: SourceFile, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes | 
         data = file.path.read_bytes()
     except OSError as err:
         return Skipped(file.source, f"unreadable: {err.strerror or err}")
-    if file.kind in ("rst", "text") and b"include::" in data and (text := decode(data)[0]) is not None:
+    rst = file.kind in ("rst", "text") and b"include::" in data
+    mdbook = file.kind == "markdown" and b"{{#" in data
+    if (rst or mdbook) and (text := decode(data)[0]) is not None:
         root = file.path.parents[len(Path(file.source).parts) - 1]  # the folder the walk started in
-        expanded = includes.expand(text, file.path, root, lambda path: _small_text(path, max_bytes))
+        expand = includes.expand if rst else includes.expand_mdbook
+        expanded = expand(text, file.path, root, lambda path: _small_text(path, max_bytes))
         if expanded != text:
             return expanded.encode()
     return data
