@@ -381,83 +381,110 @@ def _quoted_words(text: str, c: _Candidate, first: Unit, last: Unit, start: int,
     return word_count(text[start:end]) + 1 + dash
 
 
+def _name(c: _Candidate, spans: Sequence[Span]) -> Name | None:
+    """The name a later sentence of a definition's body, or a sentence of a section headed by the
+    code it describes, is quoted after (`defined_by`), unless a span already quoted it."""
+    name = c.defined
+    if name is not None and name.where is not None and _overlaps(spans, c.hit, name.where.start, name.where.end):
+        return None
+    return name
+
+
+def _opening(text: str, c: _Candidate, spans: Sequence[Span], room: int) -> tuple[int, Unit] | None:
+    """Where `c`'s quote opens in its chunk's `text`, and its first unit: at the unit itself, or at
+    what it needs before it; None where that does not fit `room` (the words left) and the unit is
+    not quoted without it. The first quote (no `spans` yet) may overrun the room where alone it
+    would read as a fragment."""
+    first_quote = not spans
+
+    def words_from(unit: Unit) -> int:
+        return word_count(text[unit.start:c.unit.end])
+
+    def free(start: int, end: int) -> bool:
+        return not _overlaps(spans, c.hit, start, end)
+
+    # a definition's first sentence is quoted with the term it defines (and the dash that sets the
+    # term off); where the two do not fit, it is not quoted: alone it never says what it is about
+    # ("Return the argument with ~ replaced ...")
+    if c.term is not None and free(c.term.start, c.term.end):
+        return (c.term.start, c.term) if words_from(c.term) + 2 <= room or first_quote else None
+    # a sentence that opens a section and leaves its subject to the heading is quoted after the
+    # heading, when that fits (even a first quote only then: alone, it still says something)
+    if c.title is not None and words_from(c.title) + 2 <= room:
+        return c.title.start, c.title
+    # a unit that points back is quoted with the sentence it points to, when that fits
+    if (c.previous is not None and points_back(c.text) and free(c.previous.start, c.previous.end)
+            and (words_from(c.previous) + 1 <= room or first_quote)):
+        return c.previous.start, c.previous
+    # a code line inside a bracket an earlier line opens is quoted from that line where it fits,
+    # and not at all where it does not: alone it is a statement's tail
+    if c.statement is not None and free(c.statement.start, c.unit.start):
+        return (c.statement.start, c.statement) if words_from(c.statement) + 1 <= room else None
+    # a code line that opens with a name is quoted from the line that binds it, when that fits
+    if (c.binding is not None and free(c.binding.start, c.unit.start)
+            and (words_from(c.binding) + 1 <= room or first_quote)):
+        return c.binding.start, c.binding
+    return c.unit.start, c.unit
+
+
+def _closing(text: str, c: _Candidate, spans: Sequence[Span], room: int, start: int, first: Unit,
+             name_words: int) -> tuple[int, int, Unit]:
+    """(start, end, last unit) of `c`'s quote opening at `start`: a unit that announces what
+    follows is quoted with it (the code line or sentence it introduces), and a term with the first
+    sentence of the definition it heads, when that fits; a term comes with its other names before
+    it ("-d" above "--delete") where they fit too, which moves the start."""
+    alone = start, c.unit.end, c.unit
+    if not ((announces(c.text) or c.heads is not None) and c.following is not None
+            and not _overlaps(spans, c.hit, c.following.start, c.following.end)):
+        return alone
+    named = (c.heads.start if c.heads is not None and start == c.unit.start
+             and not _overlaps(spans, c.hit, c.heads.start, c.unit.start) else start)
+    begin = next((b for b in dict.fromkeys((named, start))
+                  if word_count(text[b:c.following.end]) + 1 + (c.heads is not None) <= room or not spans), None)
+    if begin is None:
+        return alone
+    end, last = c.following.end, c.following
+    # an announced code block comes with as many of its further lines as fit: "For example:" is
+    # followed by the example, not by its first line
+    for line in c.example:
+        if (_overlaps(spans, c.hit, line.start, line.end)
+                or _quoted_words(text, c, first, line, begin, line.end) + name_words > room):
+            break
+        end, last = line.end, line
+    return begin, end, last
+
+
 def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[float]], null: float,
            max_words: int = MAX_WORDS, scorers: Sequence[str] = DEFAULT_SCORERS,
            whole_thoughts: bool = True, interleave: bool = True) -> Evidence:
-    """`select`'s choice from units already scored (`score`'s output)."""
+    """`select`'s choice from units already scored (`score`'s output): each unit in `offer_order`,
+    with what it needs to stand alone (`_name`, `_opening`, `_closing`), while it fits."""
     if not cands:
         return Evidence([], float("-inf"), passage_likelihood=(float("-inf"),) * len(hits))
     fused = fuse(scores, scorers)
-    spans, words = [], 0
+    spans: list[Span] = []
+    words = 0
     for i in offer_order(fused, scores, scorers, interleave):
-        c = cands[i]
+        c, text, room = cands[i], hits[cands[i].hit].text, max_words - words
         if _overlaps(spans, c.hit, c.unit.start, c.unit.end):
             continue
-        start, end, first, last = c.unit.start, c.unit.end, c.unit, c.unit
-        # a later sentence of a definition's body, or a sentence of a section headed by the code it
-        # describes, is quoted after that name (`defined_by`); where the two do not fit, it is not
-        # quoted (a first quote always comes with its name)
-        name = c.defined if whole_thoughts else None
-        if name is not None and name.where is not None and _overlaps(spans, c.hit, name.where.start, name.where.end):
-            name = None  # already quoted
+        name = _name(c, spans) if whole_thoughts else None
         name_words = word_count(name.text) + 1 if name else 0
-        if name and name_words + word_count(c.text) + 1 + words > max_words and spans:
+        # where the name and the unit do not fit, the unit is not quoted (a first quote always
+        # comes with its name)
+        if name and name_words + word_count(c.text) + 1 > room and spans:
             continue
-        # a definition's first sentence is quoted with the term it defines (and the dash that
-        # sets the term off); where the two do not fit, it is not quoted: alone it never says
-        # what it is about ("Return the argument with ~ replaced ...")
-        if whole_thoughts and c.term is not None and not _overlaps(spans, c.hit, c.term.start, c.term.end):
-            if word_count(hits[c.hit].text[c.term.start:end]) + 2 + words > max_words and spans:
+        start, end, first, last = c.unit.start, c.unit.end, c.unit, c.unit
+        if whole_thoughts:
+            opening = _opening(text, c, spans, room)
+            if opening is None:
                 continue
-            start, first = c.term.start, c.term
-        # a sentence that opens a section and leaves its subject to the heading is quoted after
-        # the heading, when that fits (even a first quote only then: alone, it still says something)
-        elif (whole_thoughts and c.title is not None
-              and word_count(hits[c.hit].text[c.title.start:end]) + 2 + words <= max_words):
-            start, first = c.title.start, c.title
-        # a unit that points back is quoted with the sentence it points to, when that fits
-        elif (whole_thoughts and c.previous is not None and points_back(c.text)
-              and not _overlaps(spans, c.hit, c.previous.start, c.previous.end)
-              and (word_count(hits[c.hit].text[c.previous.start:end]) + 1 + words <= max_words or not spans)):
-            start, first = c.previous.start, c.previous
-        # a code line inside a bracket an earlier line opens is quoted from that line where it
-        # fits, and not at all where it does not: alone it is a statement's tail
-        elif (whole_thoughts and c.statement is not None
-              and not _overlaps(spans, c.hit, c.statement.start, c.unit.start)):
-            if word_count(hits[c.hit].text[c.statement.start:end]) + 1 + words > max_words:
-                continue
-            start, first = c.statement.start, c.statement
-        # a code line that opens with a name is quoted from the line that binds it, when that fits
-        elif (whole_thoughts and c.binding is not None
-              and not _overlaps(spans, c.hit, c.binding.start, c.unit.start)
-              and (word_count(hits[c.hit].text[c.binding.start:end]) + 1 + words <= max_words or not spans)):
-            start, first = c.binding.start, c.binding
-        # a unit that announces what follows is quoted with it (the code line or sentence it
-        # introduces), and a term with the first sentence of the definition it heads, when that fits
-        if (whole_thoughts and (announces(c.text) or c.heads is not None) and c.following is not None
-                and not _overlaps(spans, c.hit, c.following.start, c.following.end)):
-            # a term comes with its other names before it ("-d" above "--delete") where they fit
-            named = (c.heads.start if c.heads is not None and start == c.unit.start
-                     and not _overlaps(spans, c.hit, c.heads.start, c.unit.start) else start)
-            for begin in dict.fromkeys((named, start)):
-                extended = hits[c.hit].text[begin:c.following.end]
-                if word_count(extended) + 1 + (c.heads is not None) + words <= max_words or not spans:
-                    start, end, last = begin, c.following.end, c.following
-                    break
-            # an announced code block comes with as many of its further lines as fit: "For
-            # example:" is followed by the example, not by its first line
-            if last is c.following:
-                for line in c.example:
-                    if (_overlaps(spans, c.hit, line.start, line.end)
-                            or words + _quoted_words(hits[c.hit].text, c, first, line, start, line.end) + name_words
-                            > max_words):
-                        break
-                    end, last = line.end, line
-        text = hits[c.hit].text[start:end]
-        n = _quoted_words(hits[c.hit].text, c, first, last, start, end) + name_words
-        if spans and words + n > max_words:
+            start, first = opening
+            start, end, last = _closing(text, c, spans, room, start, first, name_words)
+        n = _quoted_words(text, c, first, last, start, end) + name_words
+        if spans and n > room:
             continue
-        spans.append(Span(c.hit, start, end, text, float(fused[i]), scores["likelihood"][i],
+        spans.append(Span(c.hit, start, end, text[start:end], float(fused[i]), scores["likelihood"][i],
                           cut_before=first.cut_before, cut_after=last.cut_after, code=first.code,
                           name=name, after_name=name is not None and c.after_name))
         words += n
