@@ -210,3 +210,12 @@ def test_a_definitions_text_after_the_definitions_nested_in_it_comes_after_its_t
         "class unittest.TestCase(methodName)\n\nA test case.\n\ndebug()\n\nRun the test.\n\n"
         "class unittest.TestCase(methodName)\n\nThe class provides assert methods:\n\n"
         "assertEqual(a, b) | a equals b\n\nFinally, it has attributes.")
+
+
+def test_a_tooltip_icon_after_a_signature_is_a_mark():
+    # rustdoc: a method's code header ends in "ⓘ" where its return type has notable traits; left in,
+    # quotes name the method "iter(&self) -> Iter<'_, T> ⓘ"
+    page = ('<main><h4 class="code-header">pub fn iter(&amp;self) -&gt; <a class="struct" href="struct.Iter.html">'
+            'Iter</a>&lt;\'_, T&gt; <a href="#" class="tooltip" data-notable-ty="Iter">ⓘ</a></h4>'
+            '<p>Returns an iterator.</p></main>')
+    assert html_to_markdown(page)[0] == "#### pub fn iter(&self) -> Iter<'_, T>\n\nReturns an iterator."

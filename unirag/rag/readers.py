@@ -42,7 +42,8 @@ DEFAULT_MAX_BYTES = 20 * 1024 * 1024
 # 6: indexes and long tables of contents dropped anywhere on the page, a row opening with a
 # "#" cell kept from reading as a heading; 7: any line of text opening with "#" kept so (escaped)
 # 8: a list item's paragraph on its bullet's line, a menu and a lead table of contents dropped;
-# 9: a definition's text after the definitions nested in it comes after its term again
+# 9: a definition's text after the definitions nested in it comes after its term again; 10: a
+# tooltip's "ⓘ" (rustdoc) dropped as a mark
 # markdown 1: HTML comments dropped (outside code); 2: front matter read (title, description);
 # 3 (and mdx, notebook 1): footnote marks dropped (`strip_footnote_marks`). (mdBook's includes need
 # no number: read in place, they change the bytes a page's hash is taken of, `read_bytes`)
@@ -52,7 +53,7 @@ DEFAULT_MAX_BYTES = 20 * 1024 * 1024
 # after a space (":ref:`title <target>`"), so ":genex:`$<TARGET_OBJECTS>`" keeps its text
 # pdf 1: running headers, footers and page numbers dropped, headings found by type size (`pdf.py`);
 # 2: paragraphs found by their spacing, monospace lines fenced as code
-READER_FORMATS = {"html": 9, "markdown": 3, "mdx": 1, "notebook": 1, "pdf": 2, "rst": 3}
+READER_FORMATS = {"html": 10, "markdown": 3, "mdx": 1, "notebook": 1, "pdf": 2, "rst": 3}
 # a page that asks not to be indexed is skipped. Such pages have a number of their own, so that
 # ingest drops the chunks an earlier reading stored for them
 NOINDEX_FORMAT = 2

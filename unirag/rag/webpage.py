@@ -48,9 +48,10 @@ _IMPLIED_END = {"p": {"p"}, "li": {"li"}, "dt": {"dt", "dd"}, "dd": {"dt", "dd"}
                 "td": {"td", "th"}, "th": {"td", "th"}, "option": {"option"}}
 # the whole text of a permalink next to a heading or definition (Sphinx, MkDocs: "¶"; Docusaurus: a
 # zero-width space; others "#", "§" or an icon), or of a footnote's link back to where it is cited
-# (mdBook, Python-Markdown, Pandoc: "↩", with or without a variation selector): a same-page link
+# (mdBook, Python-Markdown, Pandoc: "↩", with or without a variation selector), or an icon that opens
+# a tooltip (rustdoc's "ⓘ" after a signature whose return type has notable traits): a same-page link
 # saying only this is a mark (`_marks`), no content
-_MARK_TEXT = {"", "¶", "#", "§", "🔗", "⚓", "\u200b", "↩", "↩\ufe0e", "↩\ufe0f", "↑"}
+_MARK_TEXT = {"", "¶", "#", "§", "🔗", "⚓", "\u200b", "↩", "↩\ufe0e", "↩\ufe0f", "↑", "ⓘ"}
 
 # flags an element passes on to everything inside it
 _HIDDEN, _NAV, _MAIN, _ARTICLE, _SECTION = 1, 2, 4, 8, 16
