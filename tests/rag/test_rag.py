@@ -670,3 +670,22 @@ def test_markdown_footnote_marks_are_dropped_outside_code_and_notes_kept():
             "Match with `[^abc]`.\n\n```\nlet x = v[^1];\n```\n\n[^siphash]: See the SipHash paper.\n[^1]: The note.\n")
     assert markdown_prose(text) == ("It uses SipHash for hash tables. Done, then more.\n\nMatch with `[^abc]`.\n\n"
                                     "```\nlet x = v[^1];\n```\n\nSee the SipHash paper.\nThe note.\n")
+
+
+@pytest.mark.parametrize("name, text, skipped", [
+    ("SUMMARY.md", "# Summary\n\n[Introduction](intro.md)\n\n# Guide\n\n- [Install](guide/install.md)\n"
+     "  - [On Linux](guide/linux.md#apt)\n- [Draft]()\n\n---\n\n1. [Appendix](appendix.md)\n", True),
+    ("SUMMARY.md", "# Summary\n\nThis project is a parser. See [the guide](guide.md).\n", False),  # a page about it
+    ("summary.md", "- [Install](install.md)\n", False),  # mdBook reads SUMMARY.md only
+])
+def test_an_mdbook_summary_is_skipped(tmp_path, name, text, skipped):
+    from unirag.rag.readers import BOOK_SUMMARY_FORMAT, READER_FORMATS, reader_format
+
+    file = SourceFile(tmp_path / name, f"src/{name}", "markdown")
+    data = text.encode()
+    doc = parse(file, data)
+    assert isinstance(doc, Skipped) == skipped
+    if skipped:
+        assert "table of contents" in doc.reason
+    # only such a file is read anew (its old chunks dropped); every other page keeps its ids
+    assert reader_format(file, data) == (BOOK_SUMMARY_FORMAT if skipped else READER_FORMATS["markdown"])

@@ -57,6 +57,14 @@ READER_FORMATS = {"html": 10, "markdown": 3, "mdx": 1, "notebook": 1, "pdf": 2, 
 # a page that asks not to be indexed is skipped. Such pages have a number of their own, so that
 # ingest drops the chunks an earlier reading stored for them
 NOINDEX_FORMAT = 2
+# mdBook's SUMMARY.md lists the book's chapters as links for its sidebar and is rendered as no page
+# of its own: its chunks match any question's words and answer none, as an HTML page's table of
+# contents does (`webpage.py`), so it is skipped, under a number no Markdown reading takes
+BOOK_SUMMARY_FORMAT = 1000
+BOOK_SUMMARY_REASON = "mdBook's table of contents (its SUMMARY.md: the book's sidebar, not a page)"
+# a line of a book's summary: a chapter's link, "- [Title](chapter.md)", or a draft's, "[Title]()"
+_SUMMARY_ENTRY = re.compile(r"[ \t]*(?:[-*+][ \t]+|\d+\.[ \t]+)?\[[^\]]*\]\([^)]*\)[ \t]*")
+_SUMMARY_OTHER = re.compile(r"[ \t]*(?:#.*|-{3,}|\*{3,})?[ \t]*")  # part titles, separators, blank lines
 
 
 @dataclass(frozen=True)
@@ -191,8 +199,20 @@ def content_hash(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def book_summary(file: SourceFile, text: str) -> bool:
+    """Whether a Markdown file is an mdBook's SUMMARY.md: so named, and its lines chapter links
+    (part titles, separators and blank lines aside)."""
+    if file.kind != "markdown" or Path(file.source).name != "SUMMARY.md":
+        return False
+    lines = [line for line in text.splitlines() if not _SUMMARY_OTHER.fullmatch(line)]
+    return bool(lines) and all(_SUMMARY_ENTRY.fullmatch(line) for line in lines)
+
+
 def reader_format(file: SourceFile, data: bytes) -> int:
     """The version of the reading this file gets (READER_FORMATS; 0 for a kind never changed)."""
+    # every ingest asks this of unchanged files too: only a file so named is decoded
+    if Path(file.source).name == "SUMMARY.md" and book_summary(file, decode(data)[0] or ""):
+        return BOOK_SUMMARY_FORMAT
     if file.kind == "text" and looks_like_rst(decode(data)[0] or ""):
         return READER_FORMATS["rst"]
     # every ingest asks this of unchanged files too: only the page's head is decoded and read
@@ -216,6 +236,8 @@ def parse(file: SourceFile, data: bytes) -> Document | Skipped:
     elif file.kind == "rst" or (file.kind == "text" and looks_like_rst(text)):
         text = rst_to_markdown(text)
     elif file.kind == "markdown":
+        if book_summary(file, text):
+            return Skipped(file.source, BOOK_SUMMARY_REASON)
         text, title = read_front_matter(markdown_prose(text))
     elif file.kind == "mdx":  # the front matter first: its fields are no module statements or tags
         text, title = read_front_matter(text)
