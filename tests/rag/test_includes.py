@@ -145,3 +145,32 @@ def test_a_book_page_changes_when_its_listing_does(tmp_path):
     (tmp_path / "main.rs").write_text("fn new() {}\n")
     assert content_hash(read_bytes(file)) != before
     assert "fn new() {}" in parse(file, read_bytes(file)).text
+
+
+APP = "import sys\n\n# tag::main[]\ndef main():\n    print(\"hi\")\n# end::main[]\n\nmain()\n"
+
+ASCIIDOC_CASES = [
+    ("a partial read in place, its sections one level deeper",
+     "include::partials/setup.adoc[leveloffset=+1]\n",
+     "### Setup\n\nInstall it first.\n\n#### From source\n\nBuild it.\n"),
+    ("a tagged region of a source file as the listing",
+     "[source,python]\n----\ninclude::code/app.py[tag=main]\n----\n",
+     "```python\ndef main():\n    print(\"hi\")\n```\n"),
+    ("line ranges, the last to the file's end; tag markers left out",
+     "----\ninclude::code/app.py[lines=\"1..1;7..-1\"]\n----\n", "```\nimport sys\n\nmain()\n```\n"),
+    ("a missing file, an unknown tag and a file outside the folder are dropped, as before",
+     "include::missing.adoc[]\n\ninclude::code/app.py[tag=nowhere]\n\ninclude::../../outside.txt[]\n\nEnd.\n", "End.\n"),
+]
+
+
+@pytest.mark.parametrize("page, expected", [c[1:] for c in ASCIIDOC_CASES], ids=[c[0] for c in ASCIIDOC_CASES])
+def test_asciidoc_include_directives_are_read_in_place(tmp_path, page, expected):
+    (tmp_path / "outside.txt").write_text("Outside.\n")
+    docs = tmp_path / "docs"
+    files = {"partials/setup.adoc": "== Setup\n\nInstall it first.\n\n=== From source\n\nBuild it.\n",
+             "code/app.py": APP, "guide.adoc": "= Guide\n\n== Start\n\n" + page}
+    for name, text in files.items():
+        (docs / name).parent.mkdir(parents=True, exist_ok=True)
+        (docs / name).write_text(text)
+    guide = SourceFile(docs / "guide.adoc", "guide.adoc", "asciidoc")
+    assert parse(guide, read_bytes(guide)).text == "# Guide\n\n## Start\n\n" + expected.rstrip("\n")

@@ -9,7 +9,8 @@ Markdown, the text its rendered page shows, with its sections.
 - Listing and literal blocks ("----", "....", a paragraph indented outside a list, or one under
   "[source]") -> fenced code, in the language a "[source,python]" line above names. Comment
   blocks ("////"), line comments ("// ..."), passthrough blocks ("++++", raw HTML) and
-  preprocessor lines ("include::", "ifdef::") are dropped.
+  preprocessor lines ("ifdef::"; an "include::" whose file is not in the ingested folder, since
+  those that are were read in place before: `includes.expand_asciidoc`) are dropped.
 - Other delimited blocks (example "====", sidebar "****", quote "____", open "--") keep their
   text; a table ("|===") keeps each cell's text, a row's cells on one line joined by " | ".
 - Block attribute lines ("[source,java]", "[[install]]") are dropped; an admonition's ("[NOTE]")

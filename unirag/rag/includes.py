@@ -30,6 +30,12 @@ is not inside the ingested folder (a book's `src/` ingested without its `listing
 written: its path names the chapter the listing belongs to ("listings/ch12-an-io-project/..."),
 words that retrieval matches (left out, fewer of the Rust book's dev questions found the right file
 first), and the listing is one file for a reader who has the book's folder.
+
+AsciiDoc pages (Asciidoctor, Antora; Git's manual pages share their option lists so) include
+partials and code the same way: `include::options.adoc[]`, `include::app.py[tag=main]` (the lines
+between `tag::main[]` and `end::main[]`), `[lines=2..5;9..-1]`, and `[leveloffset=+1]` (the
+partial's sections one level deeper). `expand_asciidoc` reads them in place; one whose file is not
+in the ingested folder stays, and the AsciiDoc reader drops it as before.
 """
 
 from __future__ import annotations
@@ -46,6 +52,12 @@ MAX_DEPTH = 8  # includes within includes; deeper ones are left out
 # editable}}; "\{{#include" is mdBook's escape for the directive shown as text
 _MDBOOK = re.compile(r"(?<!\\)\{\{#(include|rustdoc_include|playground|playpen)[ \t]+([^\s}]+)[^}]*\}\}")
 _ANCHOR = re.compile(r"ANCHOR(?:_END)?:\s*([\w-]+)")
+# AsciiDoc's: include::partial.adoc[], include::app.py[tag=main], [lines=1..5;8..-1], [leveloffset=+1]
+_ASCIIDOC = re.compile(r"^include::([^\[\s][^\[]*)\[(.*)\][ \t]*$")
+_ASCIIDOC_OPTION = re.compile(r"([\w-]+)\s*=\s*(\"[^\"]*\"|[^,]*)")
+_ASCIIDOC_TAG = re.compile(r"\b(tag|end)::([\w-]+)\[\]")
+_ASCIIDOC_SECTION = re.compile(r"^(=+)([ \t]+\S)")
+_ASCIIDOC_VERBATIM = re.compile(r"^(-{4,}|\.{4,})[ \t]*$")  # a listing's or literal block's delimiter
 
 
 def targets(text: str, here: Path, root: Path) -> list[Path]:
@@ -210,3 +222,73 @@ def _selected(text: str, selector: str) -> list[str] | None:
         hi = lo + 1 if first and not colon else (int(last) if last else len(lines))
         lines = lines[max(lo, 0):hi]
     return None if lines is None else [line for line in lines if not _ANCHOR.search(line)]
+
+
+def expand_asciidoc(text: str, path: Path, root: Path, read: Callable[[Path], str | None],
+                    _stack: tuple[Path, ...] = ()) -> str:
+    """`text` (an AsciiDoc file at `path`, under the ingested folder `root`) with its include
+    directives replaced by the lines they select of the files they name (tag markers left out),
+    their sections moved by a `leveloffset`; `read` gives a file's text, or None when it cannot be
+    read. A directive whose file is not there (or that names a tag the file lacks) stays."""
+    stack = _stack + (path,)
+    out: list[str] = []
+    for line in text.split("\n"):
+        m = _ASCIIDOC.match(line)
+        target = _resolve(m.group(1).strip(), path.parent, root) if m else None
+        body = read(target) if target is not None and target not in stack and len(stack) <= MAX_DEPTH else None
+        options = {k: v.strip('"') for k, v in _ASCIIDOC_OPTION.findall(m.group(2))} if m else {}
+        lines = _tagged_lines(body.replace("\r\n", "\n"), options) if body is not None else None
+        if lines is None:
+            out.append(line)
+            continue
+        included = expand_asciidoc("\n".join(lines), target, root, read, stack)
+        out.append(_level_offset(included, options.get("leveloffset", "")))
+    return "\n".join(out)
+
+
+def _tagged_lines(text: str, options: dict[str, str]) -> list[str] | None:
+    """The lines of an included AsciiDoc file that `tag`/`tags` and `lines` select, tag marker lines
+    left out; None when a named tag is not in the file."""
+    lines = text.rstrip("\n").split("\n")
+    if spec := options.get("lines"):
+        picked: list[str] = []
+        for part in re.split(r"[;,]", spec):
+            first, dots, last = part.strip().partition("..")
+            try:
+                lo = int(first) - 1
+                hi = (len(lines) if last.strip() == "-1" else int(last)) if dots else lo + 1
+            except ValueError:
+                continue
+            picked += lines[max(lo, 0):hi]
+        lines = picked
+    names = [n for n in re.split(r"[;,]", options.get("tags", options.get("tag", ""))) if n and n[0] not in "!*"]
+    if names:
+        inside: list[str] = []
+        found: set[str] = set()  # every tag the file marks
+        open_: set[str] = set()  # the tags the current line is inside
+        for line in lines:
+            if marker := _ASCIIDOC_TAG.search(line):
+                kind, name = marker.groups()
+                (open_.add if kind == "tag" else open_.discard)(name)
+                found.add(name)
+            elif open_ & set(names):
+                inside.append(line)
+        if not set(names) & found:
+            return None
+        lines = inside
+    return [line for line in lines if not _ASCIIDOC_TAG.search(line)]
+
+
+def _level_offset(text: str, offset: str) -> str:
+    """AsciiDoc `text` with its section titles moved by a relative `leveloffset` ("+1", "-1")."""
+    shift = int(offset) if re.fullmatch(r"[+-]\d+", offset.strip()) else 0
+    if not shift:
+        return text
+    out, verbatim = [], None
+    for line in text.split("\n"):
+        if (d := _ASCIIDOC_VERBATIM.match(line)) and (verbatim is None or d.group(1) == verbatim):
+            verbatim = None if verbatim else d.group(1)
+        elif verbatim is None and (m := _ASCIIDOC_SECTION.match(line)):
+            line = "=" * min(max(len(m.group(1)) + shift, 1), 6) + line[len(m.group(1)):]
+        out.append(line)
+    return "\n".join(out)

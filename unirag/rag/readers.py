@@ -172,9 +172,9 @@ def _rel(path: Path, root: Path) -> str:
 
 
 def read_bytes(file: SourceFile, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes | Skipped:
-    """The raw bytes (hashed to detect changes before any parsing), or why not. An RST file's
-    include directives, and a Markdown file's mdBook ones, are replaced by the files they name
-    (`includes.py`), so that its hash changes when one of them does."""
+    """The raw bytes (hashed to detect changes before any parsing), or why not. The include
+    directives of an RST or AsciiDoc file, and a Markdown file's mdBook ones, are replaced by the
+    files they name (`includes.py`), so that its hash changes when one of them does."""
     try:
         size = file.path.stat().st_size
         if size > max_bytes:
@@ -184,11 +184,11 @@ def read_bytes(file: SourceFile, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes | 
         data = file.path.read_bytes()
     except OSError as err:
         return Skipped(file.source, f"unreadable: {err.strerror or err}")
-    rst = file.kind in ("rst", "text") and b"include::" in data
-    mdbook = file.kind == "markdown" and b"{{#" in data
-    if (rst or mdbook) and (text := decode(data)[0]) is not None:
+    expand = {"rst": includes.expand, "text": includes.expand, "asciidoc": includes.expand_asciidoc,
+              "markdown": includes.expand_mdbook}.get(file.kind)
+    marker = b"{{#" if file.kind == "markdown" else b"include::"
+    if expand is not None and marker in data and (text := decode(data)[0]) is not None:
         root = file.path.parents[len(Path(file.source).parts) - 1]  # the folder the walk started in
-        expand = includes.expand if rst else includes.expand_mdbook
         expanded = expand(text, file.path, root, lambda path: _small_text(path, max_bytes))
         if expanded != text:
             return expanded.encode()
