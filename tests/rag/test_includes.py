@@ -174,3 +174,14 @@ def test_asciidoc_include_directives_are_read_in_place(tmp_path, page, expected)
         (docs / name).write_text(text)
     guide = SourceFile(docs / "guide.adoc", "guide.adoc", "asciidoc")
     assert parse(guide, read_bytes(guide)).text == "# Guide\n\n## Start\n\n" + expected.rstrip("\n")
+
+
+def test_an_asciidoc_partial_is_read_in_its_page_and_a_titled_document_stays_a_page(tmp_path):
+    (tmp_path / "partials").mkdir()
+    (tmp_path / "partials" / "options.adoc").write_text("--verbose::\n  Say more.\n")  # no title: a partial
+    (tmp_path / "intro.adoc").write_text("= Introduction\n\nWhat it is.\n")  # titled: a page of its own
+    (tmp_path / "guide.adoc").write_text("= Guide\n\ninclude::partials/options.adoc[]\n\ninclude::intro.adoc[]\n")
+    files, skipped, _ = walk(tmp_path)
+    assert [f.source for f in files] == ["guide.adoc", "intro.adoc"]
+    assert [(s.source, s.reason) for s in skipped] == [
+        ("partials/options.adoc", "included by guide.adoc, read as part of it")]

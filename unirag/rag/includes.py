@@ -35,7 +35,8 @@ AsciiDoc pages (Asciidoctor, Antora; Git's manual pages share their option lists
 partials and code the same way: `include::options.adoc[]`, `include::app.py[tag=main]` (the lines
 between `tag::main[]` and `end::main[]`), `[lines=2..5;9..-1]`, and `[leveloffset=+1]` (the
 partial's sections one level deeper). `expand_asciidoc` reads them in place; one whose file is not
-in the ingested folder stays, and the AsciiDoc reader drops it as before.
+in the ingested folder stays, and the AsciiDoc reader drops it as before. A partial (an included
+file with no document title) is read in the pages that include it only (`fragments`).
 """
 
 from __future__ import annotations
@@ -58,14 +59,16 @@ _ASCIIDOC_OPTION = re.compile(r"([\w-]+)\s*=\s*(\"[^\"]*\"|[^,]*)")
 _ASCIIDOC_TAG = re.compile(r"\b(tag|end)::([\w-]+)\[\]")
 _ASCIIDOC_SECTION = re.compile(r"^(=+)([ \t]+\S)")
 _ASCIIDOC_VERBATIM = re.compile(r"^(-{4,}|\.{4,})[ \t]*$")  # a listing's or literal block's delimiter
+ASCIIDOC_SUFFIXES = (".adoc", ".asciidoc")
 
 
-def targets(text: str, here: Path, root: Path) -> list[Path]:
-    """The files the include directives of `text` (a file in folder `here`) name, that `expand`
-    would read."""
+def targets(text: str, here: Path, root: Path, asciidoc: bool = False) -> list[Path]:
+    """The files the include directives of `text` (an RST file, or with `asciidoc` an AsciiDoc
+    one, in folder `here`) name, that `expand` (`expand_asciidoc`) would read."""
+    pattern, group = (_ASCIIDOC, 1) if asciidoc else (_INCLUDE, 3)
     found = []
     for line in text.split("\n"):
-        if (m := _INCLUDE.match(line)) and (path := _resolve(m.group(3), here, root)) is not None:
+        if (m := pattern.match(line)) and (path := _resolve(m.group(group).strip(), here, root)) is not None:
             found.append(path)
     return found
 
@@ -107,14 +110,24 @@ def expand(text: str, path: Path, root: Path, read: Callable[[Path], str | None]
     return "\n".join(out)
 
 
-def fragments(rst_files: dict[Path, str], root: Path) -> dict[Path, Path]:
-    """{fragment: the first page that includes it} for the `.txt` files that the given RST files
-    ({path: text}) include: Sphinx shows them inside those pages and not as pages of their own. A
-    fragment included by another fragment maps to the page that includes that one."""
+def fragments(pages: dict[Path, str], root: Path) -> dict[Path, Path]:
+    """{fragment: the first page that includes it} for the files that the given RST and AsciiDoc
+    files ({path: text}) include and that their generator shows inside those pages, not as pages of
+    their own: an RST page's `.txt` includes (Sphinx renders its source suffix only), and an
+    AsciiDoc page's includes among `pages` that have no document title (Antora's partials, Git's
+    shared option lists; a titled document is a page, included or not). A fragment included by
+    another fragment maps to the page that includes that one."""
     found: dict[Path, Path] = {}
-    for path, text in sorted(rst_files.items()):
-        for target in targets(text, path.parent, root):
-            if target.suffix.lower() == ".txt" and target != path:
+    for path, text in sorted(pages.items()):
+        asciidoc = path.suffix.lower() in ASCIIDOC_SUFFIXES
+        for target in targets(text, path.parent, root, asciidoc):
+            if target == path:
+                continue
+            if asciidoc:
+                fragment = target in pages and not _titled(pages[target])
+            else:
+                fragment = target.suffix.lower() == ".txt"
+            if fragment:
                 found.setdefault(target, path)
     for fragment, page in found.items():  # a fragment within a fragment: the page both are read in
         seen = {fragment}
@@ -292,3 +305,15 @@ def _level_offset(text: str, offset: str) -> str:
             line = "=" * min(max(len(m.group(1)) + shift, 1), 6) + line[len(m.group(1)):]
         out.append(line)
     return "\n".join(out)
+
+
+def _titled(text: str) -> bool:
+    """Whether an AsciiDoc file opens with a document title ("= Guide", or a title over a line of
+    "=" as long as it), comments, attribute entries and blank lines aside."""
+    lines = [line.strip() for line in text.split("\n")
+             if line.strip() and not line.startswith("//") and not re.match(r":!?[\w-]+!?:", line)]
+    if not lines:
+        return False
+    if re.match(r"=[ \t]+\S", lines[0]):
+        return True
+    return len(lines) > 1 and re.fullmatch(r"=+", lines[1]) is not None and abs(len(lines[1]) - len(lines[0])) <= 2

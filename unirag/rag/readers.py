@@ -139,14 +139,14 @@ def walk(root: Path) -> tuple[list[SourceFile], list[Skipped], int]:
 
 def _without_fragments(files: list[SourceFile], skipped: list[Skipped],
                        root: Path) -> tuple[list[SourceFile], list[Skipped]]:
-    """The files less the RST include fragments (`includes.fragments`), each of which becomes a
-    skip that names the page it is read in. Only a .txt file can be a fragment, so a folder
-    without one is not read here."""
-    if not any(file.kind == "text" for file in files):
+    """The files less the RST and AsciiDoc include fragments (`includes.fragments`), each of which
+    becomes a skip that names the page it is read in. Only a .txt or AsciiDoc file can be a
+    fragment, so a folder without one is not read here."""
+    if not any(file.kind in ("text", "asciidoc") for file in files):
         return files, skipped
     pages = {}
     for file in files:
-        if file.kind in ("rst", "text") and (text := _small_text(file.path)) is not None:
+        if file.kind in ("rst", "text", "asciidoc") and (text := _small_text(file.path)) is not None:
             pages[file.path] = text
     inside = includes.fragments(pages, root)
     if not inside:
