@@ -1,5 +1,5 @@
 """Include directives replaced by the text of the files they name: RST's `.. include::` and
-`.. literalinclude::`, mdBook's `{{#include}}` and `{{#rustdoc_include}}`.
+`.. literalinclude::`, mdBook's `{{#include}}` and `{{#rustdoc_include}}`, AsciiDoc's `include::`.
 
 Why: Sphinx manuals share text between pages through include fragments: CMake's command-line
 options live in `OPTIONS_BUILD.txt`, which `cmake.1.rst` and `ccmake.1.rst` include. Sphinx renders
@@ -219,7 +219,7 @@ def _selected(text: str, selector: str) -> list[str] | None:
     lacks."""
     lines = text.rstrip("\n").split("\n")
     first, colon, last = selector.partition(":")
-    if selector and not (first.isdigit() or not first) or (last and not last.isdigit()):
+    if not all(part.isdigit() or not part for part in (first, last)):  # an anchor's name
         inside, found = [], False
         for line in lines:
             anchor = _ANCHOR.search(line)
@@ -246,16 +246,16 @@ def expand_asciidoc(text: str, path: Path, root: Path, read: Callable[[Path], st
     stack = _stack + (path,)
     out: list[str] = []
     for line in text.split("\n"):
-        m = _ASCIIDOC.match(line)
-        target = _resolve(m.group(1).strip(), path.parent, root) if m else None
-        body = read(target) if target is not None and target not in stack and len(stack) <= MAX_DEPTH else None
-        options = {k: v.strip('"') for k, v in _ASCIIDOC_OPTION.findall(m.group(2))} if m else {}
-        lines = _tagged_lines(body.replace("\r\n", "\n"), options) if body is not None else None
-        if lines is None:
-            out.append(line)
+        out.append(line)
+        if not (m := _ASCIIDOC.match(line)):
             continue
-        included = expand_asciidoc("\n".join(lines), target, root, read, stack)
-        out.append(_level_offset(included, options.get("leveloffset", "")))
+        target = _resolve(m.group(1).strip(), path.parent, root)
+        if target is None or target in stack or len(stack) > MAX_DEPTH or (body := read(target)) is None:
+            continue
+        options = {name: value.strip('"') for name, value in _ASCIIDOC_OPTION.findall(m.group(2))}
+        if (lines := _tagged_lines(body.replace("\r\n", "\n"), options)) is not None:
+            included = expand_asciidoc("\n".join(lines), target, root, read, stack)
+            out[-1] = _level_offset(included, options.get("leveloffset", ""))
     return "\n".join(out)
 
 

@@ -210,7 +210,7 @@ def book_summary(file: SourceFile, text: str) -> bool:
 
 def reader_format(file: SourceFile, data: bytes) -> int:
     """The version of the reading this file gets (READER_FORMATS; 0 for a kind never changed)."""
-    # every ingest asks this of unchanged files too: only a file so named is decoded
+    # asked of unchanged files too: only a file named so is decoded
     if Path(file.source).name == "SUMMARY.md" and book_summary(file, decode(data)[0] or ""):
         return BOOK_SUMMARY_FORMAT
     if file.kind == "text" and looks_like_rst(decode(data)[0] or ""):
