@@ -8,6 +8,13 @@ from unirag.rag.readers import SourceFile, content_hash, parse, read_bytes, walk
 
 PAGE = "Tool\n====\n\nOptions\n-------\n\n"
 
+
+def write(root, files):
+    """The files ({relative name: text}) written under `root`."""
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+
 CASES = [
     ("a fragment read where the page includes it",
      {"OPTS.txt": ".. option:: -S <dir>\n\n Source folder.\n"},
@@ -53,9 +60,7 @@ CASES = [
 def test_include_directives_are_read_in_place(tmp_path, files, page, expected):
     root = tmp_path / "docs"
     (tmp_path / "outside.txt").write_text("Outside.\n")
-    for name, text in {**files, "tool.rst": PAGE + page}.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(text)
+    write(root, {**files, "tool.rst": PAGE + page})
     kept, _, _ = walk(root)
     tool = next(f for f in kept if f.source == "tool.rst")
     assert parse(tool, read_bytes(tool)).text == "# Tool\n\n## Options\n\n" + expected
@@ -128,9 +133,7 @@ def test_mdbook_include_directives_are_read_in_place(tmp_path, page, expected):
     book = tmp_path / "book"
     files = {"listings/main.rs": LISTING, "src/ch01.md": "# Hello\n\n" + page,
              "src/shared/note.md": "A shared note.\n\n```rust\n{{#include ../../listings/main.rs:here}}\n```\n"}
-    for name, text in files.items():
-        (book / name).parent.mkdir(parents=True, exist_ok=True)
-        (book / name).write_text(text)
+    write(book, files)
     kept, _, _ = walk(book)
     page_file = next(f for f in kept if f.source == "src/ch01.md")
     assert parse(page_file, read_bytes(page_file)).text == "# Hello\n\n" + expected
@@ -169,9 +172,7 @@ def test_asciidoc_include_directives_are_read_in_place(tmp_path, page, expected)
     docs = tmp_path / "docs"
     files = {"partials/setup.adoc": "== Setup\n\nInstall it first.\n\n=== From source\n\nBuild it.\n",
              "code/app.py": APP, "guide.adoc": "= Guide\n\n== Start\n\n" + page}
-    for name, text in files.items():
-        (docs / name).parent.mkdir(parents=True, exist_ok=True)
-        (docs / name).write_text(text)
+    write(docs, files)
     guide = SourceFile(docs / "guide.adoc", "guide.adoc", "asciidoc")
     assert parse(guide, read_bytes(guide)).text == "# Guide\n\n## Start\n\n" + expected.rstrip("\n")
 
