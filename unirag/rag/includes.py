@@ -94,12 +94,9 @@ def expand(text: str, path: Path, root: Path, read: Callable[[Path], str | None]
         while i < len(lines) and (o := _OPTION.match(lines[i])) and len(_indent(lines[i])) > len(indent):
             options[o.group(1)] = o.group(2)
             i += 1
-        target = _resolve(name, path.parent, root)
-        if target is None or target in stack or len(stack) > MAX_DEPTH:
+        if (found := _included(name, stack, root, read)) is None:
             continue
-        included = read(target)
-        if included is None:
-            continue
+        target, included = found
         included = _excerpt(included, options)
         if literal or "literal" in options or "code" in options:
             language = options.get("code") or options.get("language", "")
@@ -140,6 +137,17 @@ def fragments(pages: dict[Path, str], root: Path) -> dict[Path, Path]:
 
 def _indent(line: str) -> str:
     return line[:len(line) - len(line.lstrip())]
+
+
+def _included(name: str, stack: tuple[Path, ...], root: Path,
+              read: Callable[[Path], str | None]) -> tuple[Path, str] | None:
+    """(path, text) of the file an include directive of stack[-1] names, or None where it is not
+    under `root`, cannot be read, includes itself again, or lies deeper than MAX_DEPTH."""
+    target = _resolve(name, stack[-1].parent, root)
+    if target is None or target in stack or len(stack) > MAX_DEPTH:
+        return None
+    text = read(target)
+    return None if text is None else (target, text)
 
 
 def _resolve(name: str, here: Path, root: Path) -> Path | None:
@@ -201,9 +209,9 @@ def expand_mdbook(text: str, path: Path, root: Path, read: Callable[[Path], str 
     def included(m: re.Match) -> str:
         kind, spec = m.group(1), m.group(2)
         name, _, selector = spec.partition(":")
-        target = _resolve(name, path.parent, root)
-        if target is None or target in stack or len(stack) > MAX_DEPTH or (body := read(target)) is None:
+        if (found := _included(name, stack, root, read)) is None:
             return m.group(0)
+        target, body = found
         lines = _selected(body.replace("\r\n", "\n"), selector)
         if lines is None:
             return m.group(0)
@@ -249,9 +257,9 @@ def expand_asciidoc(text: str, path: Path, root: Path, read: Callable[[Path], st
         out.append(line)
         if not (m := _ASCIIDOC.match(line)):
             continue
-        target = _resolve(m.group(1).strip(), path.parent, root)
-        if target is None or target in stack or len(stack) > MAX_DEPTH or (body := read(target)) is None:
+        if (found := _included(m.group(1).strip(), stack, root, read)) is None:
             continue
+        target, body = found
         options = {name: value.strip('"') for name, value in _ASCIIDOC_OPTION.findall(m.group(2))}
         if (lines := _tagged_lines(body.replace("\r\n", "\n"), options)) is not None:
             included = expand_asciidoc("\n".join(lines), target, root, read, stack)
