@@ -247,7 +247,7 @@ def test_html_drops_permalink_marks_but_keeps_other_links():
     ('<meta name="description" content="noindex pages explained">', False),
 ])
 def test_an_html_page_that_asks_not_to_be_indexed_is_skipped(head, skipped):
-    from unirag.rag.readers import NOINDEX_FORMAT, READER_FORMATS, reader_format
+    from unirag.rag.readers import READER_FORMATS, SKIPPED_FORMAT, reader_format
 
     data = f"<html><head>{head}</head><body><main><p>Every chapter again.</p></main></body></html>".encode()
     file = SourceFile(Path("print.html"), "print.html", "html")
@@ -256,7 +256,7 @@ def test_an_html_page_that_asks_not_to_be_indexed_is_skipped(head, skipped):
     if skipped:
         assert "asks not to be indexed" in doc.reason
     # only such pages are read anew (their old chunks dropped); every other page keeps its ids
-    assert reader_format(file, data) == (NOINDEX_FORMAT if skipped else READER_FORMATS["html"])
+    assert reader_format(file, data) == (SKIPPED_FORMAT if skipped else READER_FORMATS["html"])
 
 
 def test_html_code_blocks_stay_verbatim_and_fenced():
@@ -679,7 +679,7 @@ def test_markdown_footnote_marks_are_dropped_outside_code_and_notes_kept():
     ("summary.md", "- [Install](install.md)\n", False),  # mdBook reads SUMMARY.md only
 ])
 def test_an_mdbook_summary_is_skipped(tmp_path, name, text, skipped):
-    from unirag.rag.readers import BOOK_SUMMARY_FORMAT, READER_FORMATS, reader_format
+    from unirag.rag.readers import READER_FORMATS, SKIPPED_FORMAT, reader_format
 
     file = SourceFile(tmp_path / name, f"src/{name}", "markdown")
     data = text.encode()
@@ -688,4 +688,4 @@ def test_an_mdbook_summary_is_skipped(tmp_path, name, text, skipped):
     if skipped:
         assert "table of contents" in doc.reason
     # only such a file is read anew (its old chunks dropped); every other page keeps its ids
-    assert reader_format(file, data) == (BOOK_SUMMARY_FORMAT if skipped else READER_FORMATS["markdown"])
+    assert reader_format(file, data) == (SKIPPED_FORMAT if skipped else READER_FORMATS["markdown"])

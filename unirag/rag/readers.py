@@ -37,7 +37,7 @@ DEFAULT_MAX_BYTES = 20 * 1024 * 1024
 # html 1: the main content only (navigation, sidebars, header/footer and permalinks dropped);
 # 3: sequential navigation and the page's own table of contents dropped too, which DocBook and
 # Texinfo pages mark without landmarks, listings side by side in one block on lines of their own,
-# and code holding ``` anywhere fenced with ~~~ (`webpage.py`; 2 is the no-index pages' number below);
+# and code holding ``` anywhere fenced with ~~~ (`webpage.py`; 2 was the no-index pages' number);
 # 4: footnote marks and their links back dropped; 5: a footnote's own number label too;
 # 6: indexes and long tables of contents dropped anywhere on the page, a row opening with a
 # "#" cell kept from reading as a heading; 7: any line of text opening with "#" kept so (escaped)
@@ -54,13 +54,13 @@ DEFAULT_MAX_BYTES = 20 * 1024 * 1024
 # pdf 1: running headers, footers and page numbers dropped, headings found by type size (`pdf.py`);
 # 2: paragraphs found by their spacing, monospace lines fenced as code
 READER_FORMATS = {"html": 10, "markdown": 3, "mdx": 1, "notebook": 1, "pdf": 2, "rst": 3}
-# a page that asks not to be indexed is skipped. Such pages have a number of their own, so that
-# ingest drops the chunks an earlier reading stored for them
-NOINDEX_FORMAT = 2
+# A file that reads fine but is no page is skipped (`skip_reason`): an HTML page that asks not to be
+# indexed, an mdBook's SUMMARY.md. Such files have a number of their own, which no reading takes,
+# so that ingest drops the chunks an earlier reading stored for them
+SKIPPED_FORMAT = 1000
 # mdBook's SUMMARY.md lists the book's chapters as links for its sidebar and is rendered as no page
 # of its own: its chunks match any question's words and answer none, as an HTML page's table of
-# contents does (`webpage.py`), so it is skipped, under a number no Markdown reading takes
-BOOK_SUMMARY_FORMAT = 1000
+# contents does (`webpage.py`)
 BOOK_SUMMARY_REASON = "mdBook's table of contents (its SUMMARY.md: the book's sidebar, not a page)"
 # a line of a book's summary: a chapter's link, "- [Title](chapter.md)", or a draft's, "[Title]()"
 _SUMMARY_ENTRY = re.compile(r"[ \t]*(?:[-*+][ \t]+|\d+\.[ \t]+)?\[[^\]]*\]\([^)]*\)[ \t]*")
@@ -199,25 +199,30 @@ def content_hash(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def book_summary(file: SourceFile, text: str) -> bool:
-    """Whether a Markdown file is an mdBook's SUMMARY.md: so named, and its lines chapter links
-    (part titles, separators and blank lines aside)."""
-    if file.kind != "markdown" or Path(file.source).name != "SUMMARY.md":
-        return False
+def book_summary(text: str) -> bool:
+    """Whether a Markdown text is an mdBook's summary: its lines chapter links (part titles,
+    separators and blank lines aside)."""
     lines = [line for line in text.splitlines() if not _SUMMARY_OTHER.fullmatch(line)]
     return bool(lines) and all(_SUMMARY_ENTRY.fullmatch(line) for line in lines)
 
 
+def skip_reason(file: SourceFile, data: bytes) -> str | None:
+    """Why a file that reads fine is no page (it asks not to be indexed; it is an mdBook's
+    SUMMARY.md), or None. Every ingest asks this of unchanged files too, so only an HTML page's
+    head and a file named SUMMARY.md are decoded."""
+    if file.kind == "html" and asks_not_to_be_indexed(decode(page_head(data))[0] or ""):
+        return NOINDEX_REASON
+    if file.kind == "markdown" and Path(file.source).name == "SUMMARY.md" and book_summary(decode(data)[0] or ""):
+        return BOOK_SUMMARY_REASON
+    return None
+
+
 def reader_format(file: SourceFile, data: bytes) -> int:
     """The version of the reading this file gets (READER_FORMATS; 0 for a kind never changed)."""
-    # asked of unchanged files too: only a file named so is decoded
-    if Path(file.source).name == "SUMMARY.md" and book_summary(file, decode(data)[0] or ""):
-        return BOOK_SUMMARY_FORMAT
+    if skip_reason(file, data) is not None:
+        return SKIPPED_FORMAT
     if file.kind == "text" and looks_like_rst(decode(data)[0] or ""):
         return READER_FORMATS["rst"]
-    # every ingest asks this of unchanged files too: only the page's head is decoded and read
-    if file.kind == "html" and asks_not_to_be_indexed(decode(page_head(data))[0] or ""):
-        return NOINDEX_FORMAT
     return READER_FORMATS.get(file.kind, 0)
 
 
@@ -225,19 +230,17 @@ def parse(file: SourceFile, data: bytes) -> Document | Skipped:
     """Turn the bytes of a file into a Document (Markdown-style text for all but plain text)."""
     if file.kind == "pdf":
         return _parse_pdf(file, data)
+    if (reason := skip_reason(file, data)) is not None:
+        return Skipped(file.source, reason)
     text, problem = decode(data)
     if text is None:
         return Skipped(file.source, problem)
     title, markdown = "", True
     if file.kind == "html":
-        if asks_not_to_be_indexed(text):
-            return Skipped(file.source, NOINDEX_REASON)
         text, title = html_to_markdown(text)
     elif file.kind == "rst" or (file.kind == "text" and looks_like_rst(text)):
         text = rst_to_markdown(text)
     elif file.kind == "markdown":
-        if book_summary(file, text):
-            return Skipped(file.source, BOOK_SUMMARY_REASON)
         text, title = read_front_matter(markdown_prose(text))
     elif file.kind == "mdx":  # the front matter first: its fields are no module statements or tags
         text, title = read_front_matter(text)
