@@ -145,6 +145,9 @@ def test_answer_variants_parse_names_scorers_and_abstention():
         "extractive@fusedorder"].interleave
     assert variants["default"].lead_quote and not rag_eval.answer_variants("extractive@nolead")[
         "extractive@nolead"].lead_quote
+    off_topic = rag_eval.answer_variants("extractive@offtopic")["extractive@offtopic"]
+    assert variants["default"].off_topic_below is not None and off_topic.off_topic_below is None
+    assert off_topic.abstain_similarity_below is not None  # quoting and abstaining are separate levers
     with pytest.raises(UniragError, match="unknown answer variant"):
         rag_eval.answer_variants("poem")
     with pytest.raises(UniragError, match="unknown evidence scorer"):

@@ -305,6 +305,25 @@ def test_a_unit_of_a_span_that_did_not_fit_is_still_quoted_alone():
                                          "let spaces = spaces.len();"]
 
 
+@pytest.mark.parametrize("similarities, below, quoted", [
+    ([0.7, 0.6, 0.2, 0.3], 0.5, {0}),         # the second passage is about something else: not quoted
+    ([0.7, 0.6, 0.55, 0.3], 0.5, {0, 1}),     # one unit about the question is enough
+    ([0.7, 0.6, 0.2, 0.3], None, {0, 1}),     # off: every passage may be quoted
+    ([0.3, 0.2, 0.2, 0.1], 0.5, {0, 1}),      # none is about it: abstention's closest quote still shows
+])
+def test_a_passage_with_no_unit_about_the_question_is_not_quoted(similarities, below, quoted):
+    from unirag.rag.evidence import candidates
+
+    hits = [Hit("a", 1.0, "Rabat is the capital. It lies on the coast.", "a.md", "Morocco"),
+            Hit("b", 0.9, "Coffee is a beverage. There are substitutes.", "b.md", "Coffee")]
+    cands = candidates(hits)
+    scores = {"likelihood": [4.0, 3.0, 2.0, 1.0], "embedding": similarities}
+    ev = choose(hits, cands, scores, 0.0, 40, ("likelihood",), interleave=False, off_topic_below=below)
+    assert {s.hit for s in ev.spans} == quoted
+    # what abstention reads is over every unit, quoted or not
+    assert ev.similarity == pytest.approx(max(similarities)) and ev.passage_likelihood == (4.0, 2.0)
+
+
 def test_an_announcing_unit_is_not_quoted_with_markup():
     from unirag.rag.evidence import candidates
 

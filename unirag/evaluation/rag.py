@@ -142,7 +142,7 @@ def aggregate(per_question: Sequence[Mapping[str, Any]], latencies_s: Sequence[f
 SWITCHES = {"noabstain": {"abstain_below": None, "abstain_answer_below": None, "abstain_similarity_below": None,
                           "abstain_unmentioned": False},
             "noanswergain": {"abstain_answer_below": None}, "nosimilarity": {"abstain_similarity_below": None},
-            "nonames": {"abstain_unmentioned": False},
+            "nonames": {"abstain_unmentioned": False}, "offtopic": {"off_topic_below": None},
             "norepeat": {"no_repeat_ngram": 4},
             "penalty": {"repetition_penalty": 1.2}, "units": {"whole_thoughts": False},
             "scoreorder": {"reading_order": False}, "retrievalorder": {"passage_order": False},
@@ -157,6 +157,7 @@ def answer_variants(names: str | Sequence[str]) -> dict[str, Any]:
     (`rag/evidence.py`), "@noabstain" turns abstention off, "@noanswergain" abstains on relevance
     alone (not on the best unit's answer score), "@nosimilarity" not on the best unit's similarity
     to the question, "@nonames" not on names the collection never mentions (`rag/mentions.py`),
+    "@offtopic" quotes passages that no unit of ties to the question (`evidence.on_topic`),
     "@norepeat" bans repeated 4-grams of generated tokens, "@penalty" applies a repetition penalty
     of 1.2 and "@units" quotes units as cut (no "...:" unit completed, sentence tails at chunk
     starts kept), "@scoreorder" shows quotes best-scored first instead of in reading order,
@@ -244,7 +245,7 @@ def run_rag_eval(model, collection, questions: Sequence[Question], top_k: int = 
         for label, settings in variants.items():
             settings = replace(settings, top_k=answer_top_k)
             key = (settings.scorers, settings.words, settings.focused, settings.max_new_tokens,
-                   settings.whole_thoughts, settings.passage_order, settings.interleave)
+                   settings.whole_thoughts, settings.passage_order, settings.interleave, settings.off_topic_below)
             shown, evidence, reused_s = (selected.get(key, (top, None, 0.0)) if settings.needs_evidence
                                          else (top, None, 0.0))
             t0 = time.perf_counter() - reused_s  # a variant that reuses the selection is timed with it

@@ -43,8 +43,9 @@ ABSTAIN_BELOW = 0.2
 ABSTAIN_ANSWER_BELOW = 0.6
 # chosen on both dev sets against questions that no manual answers (ARC-Easy and PIQA questions;
 # docs/RESULTS.md "Where to abstain"): 0.1 below the lowest that a dev question's own passages
-# give, since a question asked in other words of other documents may sit lower
-ABSTAIN_SIMILARITY_BELOW = 0.5
+# give, since a question asked in other words of other documents may sit lower. The same line keeps
+# passages off the question out of the quotes (`AskSettings.off_topic_below`)
+ABSTAIN_SIMILARITY_BELOW = evidence_mod.OFF_TOPIC_BELOW
 # "both" quotes less, leaving room for its generated sentence within a short answer
 EVIDENCE_WORDS = {"extractive": evidence_mod.MAX_WORDS, "generated": evidence_mod.MAX_WORDS, "both": 30}
 ANSWER_SYSTEM = ("Answer the question in one short sentence, using only the evidence. "
@@ -77,6 +78,9 @@ class AskSettings:
     # some of its words (the likelihood) and that it makes likelier (the answer gain): "Who won the
     # 1998 world cup?" asked of a programming book finds its guessing game, "You win!"
     abstain_similarity_below: float | None = ABSTAIN_SIMILARITY_BELOW
+    # a passage none of whose units has this cosine to the question is not quoted
+    # (`evidence.on_topic`); None: every passage may be
+    off_topic_below: float | None = evidence_mod.OFF_TOPIC_BELOW
     # NO_ANSWER too when the question gives names and the collection mentions none of them
     # (`mentions.never_mentioned`); False: never
     abstain_unmentioned: bool = True
@@ -283,7 +287,8 @@ def answer_hits(model, question: str, hits: Sequence[Hit], settings: AskSettings
     started = time.perf_counter()
     if evidence is None:
         evidence = (evidence_mod.select(model, question, hits, settings.words, settings.scorers,
-                                        settings.whole_thoughts, settings.interleave)
+                                        settings.whole_thoughts, settings.interleave,
+                                        settings.off_topic_below)
                     if hits and settings.needs_evidence else evidence_mod.Evidence([], float("-inf")))
         if settings.passage_order and len(evidence.passage_likelihood) == len(hits) > 1:
             order = evidence_mod.passage_order(evidence)

@@ -77,6 +77,12 @@ LEADERS = ("likelihood", "answer")
 FUSION_K = 10  # reciprocal-rank constant: small, since a question has tens of units, not thousands
 MAX_WORDS = 54  # with one "[n]" per quoted span, an extractive answer stays within 60 words
 MAX_UNIT_TOKENS = 48  # a unit scored as an answer is cut to this many tokens
+# a unit whose EOS embedding's cosine to the question's is under this is not about what the question
+# asks. `ask` abstains when no unit reaches it (its `abstain_similarity_below`, chosen there against
+# questions no manual answers), and `choose` quotes no passage none of whose units reaches it: a
+# passage shown only because a small collection had nothing closer ("Coffee is a beverage ..." after
+# the Moon's distance) would otherwise fill the answer's budget
+OFF_TOPIC_BELOW = 0.5
 # what follows a unit (as `embed` lays it out: the unit, then EOS) before the question whose
 # likelihood after it is scored. Chosen on both dev sets' cached units against the rerank's
 # instruction ("Please write a question based on this passage."): as many or more answers held
@@ -335,16 +341,17 @@ def offer_order(fused: Sequence[float], scores: dict[str, list[float]], scorers:
 
 def select(model, question: str, hits: Sequence, max_words: int = MAX_WORDS,
            scorers: Sequence[str] = DEFAULT_SCORERS, whole_thoughts: bool = True,
-           interleave: bool = True) -> Evidence:
+           interleave: bool = True, off_topic_below: float | None = OFF_TOPIC_BELOW) -> Evidence:
     """The best units, taken in `offer_order` while they fit `max_words` (each unit counts one
     word more, for its "[n]"); the first is always kept. With `whole_thoughts`, a unit ending in
     ":" is quoted with the unit it introduces, a definition's first sentence with its term (or
     not at all) and a term with its definition's first sentence where that fits, a unit that
     points back ("That means ...") with the sentence before it, and sentence tails at a chunk's
     start are no candidates.
-    `interleave`: units are offered in `offer_order`'s turns (False: the fusion's order alone)."""
+    `interleave`: units are offered in `offer_order`'s turns (False: the fusion's order alone).
+    `off_topic_below`: passages off the question (`on_topic`) are not quoted; None: all are."""
     cands, scores, null = score(model, question, hits, scorers, whole_thoughts)
-    return choose(hits, cands, scores, null, max_words, scorers, whole_thoughts, interleave)
+    return choose(hits, cands, scores, null, max_words, scorers, whole_thoughts, interleave, off_topic_below)
 
 
 def reading_order(spans: Sequence[Span], lead: bool = True) -> list[Span]:
@@ -454,19 +461,35 @@ def _closing(text: str, c: _Candidate, spans: Sequence[Span], room: int, start: 
     return begin, end, last
 
 
+def on_topic(cands: Sequence[_Candidate], scores: dict[str, list[float]], below: float | None) -> set[int]:
+    """The passages (hit numbers) with a unit about what the question asks: its "embedding" score
+    (cosine to the question) at least `below`. Every passage when none has one (the answer then
+    abstains, and still shows its closest quote), when `below` is None, or when the "embedding"
+    scorer did not run (nothing says what is off the question)."""
+    every = {c.hit for c in cands}
+    if below is None or "embedding" not in scores:
+        return every
+    about = {c.hit for c, similarity in zip(cands, scores["embedding"]) if similarity >= below}
+    return about or every
+
+
 def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[float]], null: float,
            max_words: int = MAX_WORDS, scorers: Sequence[str] = DEFAULT_SCORERS,
-           whole_thoughts: bool = True, interleave: bool = True) -> Evidence:
-    """`select`'s choice from units already scored (`score`'s output): each unit in `offer_order`,
-    with what it needs to stand alone (`_name`, `_opening`, `_closing`), while it fits."""
+           whole_thoughts: bool = True, interleave: bool = True,
+           off_topic_below: float | None = OFF_TOPIC_BELOW) -> Evidence:
+    """`select`'s choice from units already scored (`score`'s output): each unit of a passage
+    `on_topic` in `offer_order`, with what it needs to stand alone (`_name`, `_opening`,
+    `_closing`), while it fits. The scores it reports (relevance, answer gain, similarity, each
+    passage's likelihood) are over every unit, so abstention reads all of them."""
     if not cands:
         return Evidence([], float("-inf"), passage_likelihood=(float("-inf"),) * len(hits))
     fused = fuse(scores, scorers)
+    quotable_passages = on_topic(cands, scores, off_topic_below)
     spans: list[Span] = []
     words = 0
     for i in offer_order(fused, scores, scorers, interleave):
         c, text, room = cands[i], hits[cands[i].hit].text, max_words - words
-        if _overlaps(spans, c.hit, c.unit.start, c.unit.end):
+        if c.hit not in quotable_passages or _overlaps(spans, c.hit, c.unit.start, c.unit.end):
             continue
         name = _name(c, spans) if whole_thoughts else None
         name_words = word_count(name.text) + 1 if name else 0
