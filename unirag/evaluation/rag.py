@@ -157,7 +157,7 @@ def answer_variants(names: str | Sequence[str]) -> dict[str, Any]:
     (`rag/evidence.py`), "@noabstain" turns abstention off, "@noanswergain" abstains on relevance
     alone (not on the best unit's answer score), "@nosimilarity" not on the best unit's similarity
     to the question, "@nonames" not on names the collection never mentions (`rag/mentions.py`),
-    "@offtopic" quotes passages that no unit of ties to the question (`evidence.on_topic`),
+    "@offtopic" quotes passages with no unit about the question too (no `evidence.on_topic`),
     "@norepeat" bans repeated 4-grams of generated tokens, "@penalty" applies a repetition penalty
     of 1.2 and "@units" quotes units as cut (no "...:" unit completed, sentence tails at chunk
     starts kept), "@scoreorder" shows quotes best-scored first instead of in reading order,
