@@ -677,6 +677,24 @@ def test_a_unit_that_points_back_is_quoted_with_the_sentence_before_it(tiny):
     assert alone.text.startswith("That means")
 
 
+def test_a_unit_that_points_back_to_a_definitions_first_sentence_is_quoted_with_its_term():
+    from unirag.rag.evidence import candidates
+
+    text = ("`VERBOSE`\n\nDetails for project users.\n\n`DEBUG`\n\nDetails for developers of the project. "
+            "These messages are of no interest to other users.")
+    hit = Hit("a", 1.0, text, "message.rst", "message")
+    cands = candidates([hit])
+    # the first definition's sentence first, then the one that points back
+    likelihood = [3.0 if "project users" in c.text else 2.0 if "These" in c.text else 1.0 for c in cands]
+    first = "“`VERBOSE` — Details for project users.” [1]"
+    ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, 25, ("likelihood",), interleave=False)
+    assert [quote(s) for s in ev.spans] == [first, "“`DEBUG` — Details for developers of the project. These "
+                                                   "messages are of no interest to other users.” [1]"]
+    # one word short of the term: the sentence pointed to is not quoted without it
+    tight = choose([hit], cands, {"likelihood": likelihood}, 0.0, 24, ("likelihood",), interleave=False)
+    assert [quote(s) for s in tight.spans] == [first, "“These messages are of no interest to other users.” [1]"]
+
+
 # four units: the likelihood ranks b first, the embedding a, the answer score a then d; the
 # fusion ranks a, b, c, d
 TURNS = {"likelihood": [1.0, 4.0, 3.0, 2.0], "embedding": [4.0, 3.0, 2.0, 1.0], "answer": [4.0, 1.0, 2.0, 3.0]}

@@ -167,6 +167,7 @@ class _Candidate:
     example: tuple[Unit, ...] = ()
     term: Unit | None = None  # the term whose definition this unit opens (`term_of`), if any
     previous: Unit | None = None  # the sentence before it in its paragraph (`sentence_before`), if any
+    previous_term: Unit | None = None  # the term whose definition `previous` opens (`term_of`), if any
     title: Unit | None = None  # the heading of the section it opens (`title_of`), if it needs one
     binding: Unit | None = None  # the line binding the name a code line opens with (`binding_of`)
     statement: Unit | None = None  # the line opening the bracket a code line sits inside (`statement_of`)
@@ -216,8 +217,10 @@ def candidates(hits: Sequence, skip_tails: bool = True) -> list[_Candidate]:
             heads = terms[j + 1] if j + 1 < len(units) else None
             example = (block_after(hit.text, units, j + 1)
                        if following is not None and (announces(text) or heads is not None) else ())
+            previous = sentence_before(hit.text, units, j)
             out.append(_Candidate(i, unit, text, hit.text[lo:hi], hit.heading, following, example,
-                                  terms[j], sentence_before(hit.text, units, j),
+                                  terms[j], previous,
+                                  previous_term=None if previous is None else terms[units.index(previous)],
                                   # a term names what it defines, as does a code section's
                                   # title: it needs no other heading
                                   title=None if heads is not None or defined[j] is not None
@@ -385,7 +388,8 @@ def _overlaps(spans: Sequence[Span], hit: int, start: int, end: int) -> bool:
 def _quoted_words(text: str, c: _Candidate, first: Unit, last: Unit, start: int, end: int) -> int:
     """The words text[start:end] counts quoted for candidate `c` (from unit `first` to `last`): its
     own, the "[n]", and the dash that sets a term or heading off from what follows it."""
-    dash = first is c.term or first is c.title or last is not c.unit and c.heads is not None
+    dash = (first is c.term or first is c.previous_term or first is c.title
+            or last is not c.unit and c.heads is not None)
     return word_count(text[start:end]) + 1 + dash
 
 
@@ -420,10 +424,15 @@ def _opening(text: str, c: _Candidate, spans: Sequence[Span], room: int) -> tupl
     # heading, when that fits (even a first quote only then: alone, it still says something)
     if c.title is not None and words_from(c.title) + 2 <= room:
         return c.title.start, c.title
-    # a unit that points back is quoted with the sentence it points to, when that fits
-    if (c.previous is not None and points_back(c.text) and free(c.previous.start, c.previous.end)
-            and (words_from(c.previous) + 1 <= room or first_quote)):
-        return c.previous.start, c.previous
+    # a unit that points back is quoted with the sentence it points to, when that fits; where that
+    # sentence opens a definition, with the term too (the rule above: "These messages will not
+    # ..." after "Detailed informational messages ..." is about `DEBUG`)
+    if c.previous is not None and points_back(c.text) and free(c.previous.start, c.previous.end):
+        term = c.previous_term if c.previous_term is not None and free(c.previous_term.start,
+                                                                       c.previous_term.end) else None
+        opening = term or c.previous
+        if words_from(opening) + 1 + (term is not None) <= room or first_quote:
+            return opening.start, opening
     # a code line inside a bracket an earlier line opens is quoted from that line where it fits,
     # and not at all where it does not: alone it is a statement's tail
     if c.statement is not None and free(c.statement.start, c.unit.start):
