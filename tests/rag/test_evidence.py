@@ -422,6 +422,10 @@ def test_the_draft_fits_the_context_window(tiny):
      "If the expansion fails, the path is returned unchanged.", "os.path.expanduser(path)"),
     ("defined_by", "os.path.expanduser(path)\n\nReturn it with ~ replaced.", None),        # the first: term_of's
     ("defined_by", "Warning\n\nThe module is for Unix. It fails elsewhere.", None),       # a word of prose
+    # a code span alone names code: a command's values and options, as reference pages list them
+    ("defined_by", "`BOOL`\n\nBoolean value. The GUI offers a checkbox.", "`BOOL`"),
+    ("defined_by", "`--force`\n\nOverwrite files. Use it with care.", "`--force`"),
+    ("defined_by", "The `BOOL` type\n\nBoolean value. The GUI offers a checkbox.", None),  # words around it
     ("defined_by", "str.join(xs)\n\nJoin them.\n\n## Other\n\nIt goes on.", None),        # past a heading
     ("defined_by", "str.join(xs)\n\nJoin them.\n\n```\n>>> x\n```\n\nIt goes on.", None),  # past code
     ("defined_by", "str.join(xs)\n\nJoin them.\n\nstr.split(x)\n\n`x` is a separator.", None),  # past a term
@@ -690,9 +694,26 @@ def test_a_unit_that_points_back_to_a_definitions_first_sentence_is_quoted_with_
     ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, 25, ("likelihood",), interleave=False)
     assert [quote(s) for s in ev.spans] == [first, "“`DEBUG` — Details for developers of the project. These "
                                                    "messages are of no interest to other users.” [1]"]
-    # one word short of the term: the sentence pointed to is not quoted without it
+    # one word short: the sentence pointed to is not quoted without its term, and the unit comes
+    # after the term it goes on defining (`defined_by`)
     tight = choose([hit], cands, {"likelihood": likelihood}, 0.0, 24, ("likelihood",), interleave=False)
-    assert [quote(s) for s in tight.spans] == [first, "“These messages are of no interest to other users.” [1]"]
+    assert [quote(s) for s in tight.spans] == [first, "“`DEBUG` — …These messages are of no interest to other "
+                                                      "users.” [1]"]
+
+
+def test_a_definitions_first_sentence_is_named_by_its_term_when_a_later_one_took_it_as_its_name():
+    from unirag.rag.evidence import candidates
+
+    text = "`BOOL`\n\nBoolean value. The GUI offers a checkbox."
+    hit = Hit("a", 1.0, text, "set.rst", "set")
+    cands = candidates([hit])
+    likelihood = [1.0, 2.0]  # the later sentence first: it is quoted after the term, "`BOOL` — …"
+    ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, 30, ("likelihood",), interleave=False)
+    assert [s.name.text for s in ev.spans] == ["`BOOL`", "`BOOL`"]
+    # in reading order the first sentence comes first, with its term; the later one then needs it
+    # no more
+    assert quotes(reading_order(ev.spans, lead=False)) == ["“`BOOL` — Boolean value.” [1]",
+                                                           "“The GUI offers a checkbox.” [1]"]
 
 
 # four units: the likelihood ranks b first, the embedding a, the answer score a then d; the

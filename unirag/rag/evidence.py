@@ -385,6 +385,11 @@ def _overlaps(spans: Sequence[Span], hit: int, start: int, end: int) -> bool:
                for s in spans)
 
 
+def _named_by(spans: Sequence[Span], hit: int, unit: Unit) -> bool:
+    """Whether a span of passage `hit` already chosen is quoted after `unit` as its name."""
+    return any(s.hit == hit and s.name is not None and s.name.where == unit for s in spans)
+
+
 def _quoted_words(text: str, c: _Candidate, first: Unit, last: Unit, start: int, end: int) -> int:
     """The words text[start:end] counts quoted for candidate `c` (from unit `first` to `last`): its
     own, the "[n]", and the dash that sets a term or heading off from what follows it."""
@@ -508,18 +513,27 @@ def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[f
         if name and name_words + word_count(c.text) + 1 > room and spans:
             continue
         start, end, first, last = c.unit.start, c.unit.end, c.unit, c.unit
+        after_name = c.after_name
         if whole_thoughts:
             opening = _opening(text, c, spans, room)
             if opening is None:
                 continue
             start, first = opening
+            if first is c.previous_term:  # the quote opens with the term it would be named by
+                name, name_words = None, 0
+            elif first is c.unit and c.term is not None and _named_by(spans, c.hit, c.term):
+                # a definition's first sentence whose term names a quote already taken (one of its
+                # later sentences): named by it too, so that the reader, who meets this sentence
+                # first, learns what it defines
+                name, after_name = Name(text[c.term.start:c.term.end], c.term), True
+                name_words = word_count(name.text) + 1
             start, end, last = _closing(text, c, spans, room, start, first, name_words)
         n = _quoted_words(text, c, first, last, start, end) + name_words
         if spans and n > room:
             continue
         spans.append(Span(c.hit, start, end, text[start:end], float(fused[i]), scores["likelihood"][i],
                           cut_before=first.cut_before, cut_after=last.cut_after, code=first.code,
-                          name=name, after_name=name is not None and c.after_name))
+                          name=name, after_name=name is not None and after_name))
         words += n
         if words >= max_words:
             break

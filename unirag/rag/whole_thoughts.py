@@ -112,8 +112,9 @@ def term_of(text: str, units: Sequence[Unit], j: int) -> Unit | None:
 
 
 # a term that names code: a call signature, a dotted or snake_case name ("os.path.expanduser(path)",
-# "str.join", "max_age"), not a word of prose ("Note", "Footnotes")
-_NAMES_CODE = re.compile(r"[(._]")
+# "str.join", "max_age") or a code span alone ("`BOOL`", "`--force`", as reference pages list a
+# command's values and options), not a word of prose ("Note", "Footnotes")
+_NAMES_CODE = re.compile(r"[(._]|^`[^`\n]+`$")
 
 
 # a heading whose title names code: a code span with at most one other word ("`os.homedir()`",
