@@ -442,7 +442,10 @@ def test_the_draft_fits_the_context_window(tiny):
     ("statement_of", "```rust\nfn f<'a>(s: &'a str) -> Vec<&'a str> {\n    vec![s],\n```", None),  # a lifetime's '
     ("statement_of", "```js\nspawn('ls', [\n```\n\n```js\n  stdio: 'pipe',\n```", None),  # another block
     ("sentence_before", "Sorts are stable. That means order is kept.", "Sorts are stable."),
-    ("sentence_before", "Sorts are stable.\n\nThat means order is kept.", None),          # another paragraph
+    ("sentence_before", "Sorts are stable.\n\nThat means order is kept.", "Sorts are stable."),  # the paragraph before
+    ("sentence_before", "It fails:\n\n* It did not link.", "It fails:"),                 # a list item after it
+    ("sentence_before", "Sorts are stable.\n\n\nThat means order is kept.", None),        # more than one blank line
+    ("sentence_before", "Sorts are stable.\n\n## Order\n\nThat means order is kept.", None),  # a heading between
     ("sentence_before", "> Sorts are stable.\n>\n> That means order is kept.", None),    # another quoted one
     ("sentence_before", "```\nsorted(x)\n```\nThat means order is kept.", None),          # code, not a sentence
     ("sentence_before", "order is kept. That means the sort is stable.", None),           # a tail the chunk's edge cut

@@ -329,16 +329,21 @@ def points_back(text: str) -> bool:
     return bool(_POINTS_BACK.match(text))
 
 
-_PARAGRAPH_BREAK = re.compile(r"\n[ \t>]*\n")  # a blank line, in a blockquote or not
+# what may stand between a sentence and the one before it that it points back to: nothing but
+# spaces in one paragraph, or one paragraph break ("... of the library's interface.\n\nThis means
+# it may not be possible ..."), the second perhaps a list item ("... not fully supported:\n\n* It
+# did not place ..."); not a heading, a blockquote's marker or more than one blank line
+_NEXT_TO = re.compile(r"[ \t]*(?:\n[ \t]*){0,2}(?:(?:[-*+]|\d{1,3}[.)])[ \t]+)?")
 
 
 def sentence_before(text: str, units: Sequence[Unit], j: int) -> Unit | None:
-    """The prose unit just before units[j] in the same paragraph, if any and if it is whole (not
-    a sentence tail that the chunk's edge cut, not a piece of a longer sentence)."""
+    """The prose unit just before units[j], in its paragraph or ending the one before it
+    (`_NEXT_TO`), if any and if it is whole (not a sentence tail that the chunk's edge cut, not a
+    piece of a longer sentence)."""
     if j == 0 or units[j].code or units[j].cut_before:
         return None
     before = units[j - 1]
-    if (before.code or before.cut_before or _PARAGRAPH_BREAK.search(text, before.end, units[j].start)
+    if (before.code or before.cut_before or not _NEXT_TO.fullmatch(text, before.end, units[j].start)
             or starts_mid_sentence(text, before, j - 1 == 0)
             or not quotable(text[before.start:before.end])):
         return None
