@@ -166,7 +166,7 @@ class _Candidate:
     # (`block_after`)
     example: tuple[Unit, ...] = ()
     term: Unit | None = None  # the term whose definition this unit opens (`term_of`), if any
-    previous: Unit | None = None  # the sentence before it in its paragraph (`sentence_before`), if any
+    previous: Unit | None = None  # the sentence it may point back to (`sentence_before`), if any
     previous_term: Unit | None = None  # the term whose definition `previous` opens (`term_of`), if any
     title: Unit | None = None  # the heading of the section it opens (`title_of`), if it needs one
     binding: Unit | None = None  # the line binding the name a code line opens with (`binding_of`)
