@@ -80,9 +80,9 @@ MAX_UNIT_TOKENS = 48  # a unit scored as an answer is cut to this many tokens
 # a passage none of whose units' EOS embeddings has this cosine to the question's is about something
 # else, and `choose` does not quote it: a small collection shows its nearest passages even when one
 # is off the question ("Coffee is a beverage ..." after the Moon's distance), and its quotes would
-# fill the answer's budget. 0.1 under the line below which `ask` abstains (0.5): the passages that
-# hold the keys of the five sets' questions (docs/RESULTS.md, "Answers") reach that line, and a
-# passage on the question's page may sit right at it
+# fill the answer's budget. 0.1 under the line below which `ask` abstains (0.5): the shown passages
+# that hold the keys of the dev sets' questions reach that line, and a passage on the question's
+# page may sit right at it
 OFF_TOPIC_BELOW = 0.4
 # what follows a unit (as `embed` lays it out: the unit, then EOS) before the question whose
 # likelihood after it is scored. Chosen on both dev sets' cached units against the rerank's
@@ -220,7 +220,7 @@ def candidates(hits: Sequence, skip_tails: bool = True) -> list[_Candidate]:
             previous = sentence_before(hit.text, units, j)
             out.append(_Candidate(i, unit, text, hit.text[lo:hi], hit.heading, following, example,
                                   terms[j], previous,
-                                  previous_term=None if previous is None else terms[units.index(previous)],
+                                  previous_term=None if previous is None else terms[j - 1],
                                   # a term names what it defines, as does a code section's
                                   # title: it needs no other heading
                                   title=None if heads is not None or defined[j] is not None
