@@ -154,10 +154,11 @@ def main() -> None:
         cands, scores, null = evidence.score(scorer, q.question, hits, SCORERS)
         chosen = evidence.choose(hits, cands, scores, null, settings.words, settings.scorers)
         scores["default"] = list(evidence.fuse(scores, settings.scorers)) if cands else []
-        offered = (evidence.offer_order(scores["default"], scores, settings.scorers, settings.interleave)
-                   if cands else [])
+        offered = (evidence.choice_order(cands, scores["default"], scores, settings.scorers, settings.interleave,
+                                         settings.whole_thoughts) if cands else [])
         position = {i: r for r, i in enumerate(offered)}
-        scores["offered"] = [-float(position[i]) for i in range(len(cands))]  # higher is offered sooner
+        # higher is offered sooner; a signpost whose turn went to the unit after it, never
+        scores["offered"] = [-float(position.get(i, len(cands))) for i in range(len(cands))]
         texts = [c.text for c in cands]
         holding = [holds(t, q.keys) for t in texts]
 

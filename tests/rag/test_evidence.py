@@ -719,6 +719,49 @@ def test_a_definitions_first_sentence_is_named_by_its_term_when_a_later_one_took
                                                            "“The GUI offers a checkbox.” [1]"]
 
 
+@pytest.mark.parametrize("text, expected", [
+    ("Next, we’ll extract the `hosting` module to its own file.", True),
+    ("Listing 4-2 shows an example using an integer.", True),
+    ("Let's look at the `String` version:", True),
+    ("Consider what happens if you write code like that shown in Listing 20-33.", True),
+    ("In this chapter, we cover closures.", True),
+    ("The following methods are available on every list.", True),
+    ("If a type implements the `Copy` trait, its values are copied.", False),
+    ("Considering the cost, the loop is unrolled.", False),   # a word that only starts like one
+    ("We'd rather not.", False),
+])
+def test_points_ahead_finds_signposts(text, expected):
+    from unirag.rag.whole_thoughts import points_ahead
+
+    assert points_ahead(text) is expected
+
+
+def test_a_signposts_turn_goes_to_the_unit_after_it():
+    from unirag.rag.evidence import candidates, passed_on
+
+    text = ("Our server must listen for connections. Let's start with that. The `bind` function returns a new "
+            "`TcpListener`.\n\nThe end of the section is here.")
+    hit = Hit("a", 1.0, text, "server.md", "Server")
+    cands = candidates([hit])
+    assert [c.text for c in cands][1] == "Let's start with that."
+    # the signpost ranks first: its turn goes to the sentence after it, and it is never quoted
+    likelihood = [2.0, 4.0, 1.0, 3.0]
+    ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, 30, ("likelihood",), interleave=False)
+    assert [s.text for s in ev.spans] == ["The `bind` function returns a new `TcpListener`.",
+                                          "The end of the section is here.",
+                                          "Our server must listen for connections."]
+    assert passed_on([1, 2, 0, 3], cands) == [2, 0, 3]
+    assert passed_on([2, 1, 0, 3], cands) == [2, 0, 3]  # the unit after it came first: dropped
+    # a signpost that announces keeps its turn: it is quoted with what it announces
+    announcing = candidates([Hit("c", 1.0, "Let's start with this:\n\nThe `bind` function returns.", "s.md")])
+    assert passed_on([0, 1], announcing) == [0, 1]
+    # a signpost that ends its chunk keeps its turn; without whole thoughts it is quoted as it comes
+    assert passed_on([0], candidates([Hit("b", 1.0, "Let's start with that.", "s.md")])) == [0]
+    units = choose([hit], cands, {"likelihood": likelihood}, 0.0, 30, ("likelihood",), whole_thoughts=False,
+                   interleave=False)
+    assert units.spans[0].text == "Let's start with that."
+
+
 # four units: the likelihood ranks b first, the embedding a, the answer score a then d; the
 # fusion ranks a, b, c, d
 TURNS = {"likelihood": [1.0, 4.0, 3.0, 2.0], "embedding": [4.0, 3.0, 2.0, 1.0], "answer": [4.0, 1.0, 2.0, 3.0]}

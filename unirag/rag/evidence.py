@@ -22,10 +22,10 @@ The chosen scorers' rankings are fused by reciprocal rank (the fusion hybrid sea
 are offered to the word budget in turns (`offer_order`): the fusion's best, then the best of
 each LEADERS scorer's own ranking not yet offered, then the fusion's next, and so on; each is
 taken while it fits `max_words`, counted with one word more for the "[n]" it will be quoted
-with. Units that do not stand alone are quoted with what they need (`whole_thoughts.py`): a
-sentence that opens the body of a definition with the term it defines (`term_of`) or not at
-all, a later sentence of an API definition's body after that term and "— …" (`defined_by`) or
-not at all, and such a term with its first sentence where it fits (alone, it still names what
+with; a signpost's turn goes to the unit after it (`passed_on`). Units that do not stand
+alone are quoted with what they need (`whole_thoughts.py`): a sentence that opens the body of a
+definition with the term it defines (`term_of`) or not at all, a later sentence of an API
+definition's body after that term and "— …" (`defined_by`) or not at all, and such a term with its first sentence where it fits (alone, it still names what
 to use); a code line that goes on a statement (it ends with a comma or closes brackets) from
 the earlier line whose bracket it sits inside (`statement_of`) or not at all;
 where the pair fits or as the first quote, a unit ending in ":" with the unit it introduces
@@ -56,9 +56,9 @@ from .attribution import content_words
 from .loops import until_repeat
 from .pipeline import fit
 from .sentences import Unit, split_units, word_count
-from .whole_thoughts import (Name, announces, asks, binding_of, block_after, closes_unopened, defined_by, points_back,
-                             quotable, says_something, section_name, sentence_before, starts_mid_sentence,
-                             statement_of, term_of, title_of)
+from .whole_thoughts import (Name, announces, asks, binding_of, block_after, closes_unopened, defined_by, points_ahead,
+                             points_back, quotable, says_something, section_name, sentence_before,
+                             starts_mid_sentence, statement_of, term_of, title_of)
 
 SCORERS = ("likelihood", "embedding", "draft", "answer", "lexical", "rank")
 # chosen on the two dev sets with the rerank's default weight (docs/RESULTS.md, "Answers"): once the
@@ -343,6 +343,40 @@ def offer_order(fused: Sequence[float], scores: dict[str, list[float]], scorers:
     return order
 
 
+def passed_on(order: Sequence[int], cands: Sequence[_Candidate]) -> list[int]:
+    """`order` with each signpost (`whole_thoughts.points_ahead`) that has a candidate after it in
+    its chunk replaced by that candidate, or dropped where that one came earlier. A signpost
+    ending in ":" keeps its turn: it is quoted with what it announces (`_closing`).
+
+    Why: a sentence that says what comes next ("Listing 4-2 shows an example using an
+    integer.", "Next, we'll extract the `hosting` module to its own file.") names the question's
+    topic, so the judges rank it high, and it holds nothing the question asks; the sentence after
+    it is where the text goes on to say it."""
+    out: list[int] = []
+    seen: set[int] = set()
+    for i in order:
+        if i in seen:
+            continue
+        seen.add(i)
+        after = i + 1  # candidates are in chunk order
+        if (points_ahead(cands[i].text) and not announces(cands[i].text)  # that one comes with what it announces
+                and after < len(cands) and cands[after].hit == cands[i].hit):
+            i = after
+            if i in seen:
+                continue
+            seen.add(i)
+        out.append(i)
+    return out
+
+
+def choice_order(cands: Sequence[_Candidate], fused: Sequence[float], scores: dict[str, list[float]],
+                 scorers: Sequence[str], interleave: bool = True, whole_thoughts: bool = True) -> list[int]:
+    """The order `choose` offers the candidates to the word budget in: `offer_order`'s, with each
+    signpost's turn passed on (`passed_on`) under `whole_thoughts`."""
+    order = offer_order(fused, scores, scorers, interleave)
+    return passed_on(order, cands) if whole_thoughts else order
+
+
 def select(model, question: str, hits: Sequence, max_words: int = MAX_WORDS,
            scorers: Sequence[str] = DEFAULT_SCORERS, whole_thoughts: bool = True,
            interleave: bool = True, off_topic_below: float | None = OFF_TOPIC_BELOW) -> Evidence:
@@ -502,7 +536,7 @@ def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[f
     quotable_passages = on_topic(cands, scores, off_topic_below)
     spans: list[Span] = []
     words = 0
-    for i in offer_order(fused, scores, scorers, interleave):
+    for i in choice_order(cands, fused, scores, scorers, interleave, whole_thoughts):
         c, text, room = cands[i], hits[cands[i].hit].text, max_words - words
         if c.hit not in quotable_passages or _overlaps(spans, c.hit, c.unit.start, c.unit.end):
             continue

@@ -7,13 +7,14 @@ the argument with ~ replaced ..."), nor does a sentence in a section headed by t
 name ("## `os.homedir()`"); a section's first sentence may leave its subject to the heading,
 "That means ..." points back to the sentence before it, a code line opening with a name leaves
 out what the name is, a code line inside a call opened lines before ("stdio: 'pipe',") is a
-statement's tail, and a unit ending in ":" promises what comes next. Each function here finds,
-from a chunk's text and its units, the unit such a unit is quoted with (`term_of`,
-`defined_by`, `title_of`, `sentence_before`, `binding_of`, `statement_of`; `block_after`: the
-lines an announced example goes on with) or says which kind it is (`points_back`,
-`announces`; `names_code` and `section_name` say which headings name code); `quotable`,
-`asks`, `says_something`, `starts_mid_sentence` and `closes_unopened` say which units are not
-worth quoting at all. `evidence.py` builds its candidates and joins its quotes with them.
+statement's tail, a unit ending in ":" promises what comes next, and a signpost ("Next,
+we'll ...") only says what the text goes on to say. Each function here finds, from a chunk's
+text and its units, the unit such a unit is quoted with (`term_of`, `defined_by`, `title_of`,
+`sentence_before`, `binding_of`, `statement_of`; `block_after`: the lines an announced example
+goes on with) or says which kind it is (`points_back`, `points_ahead`, `announces`;
+`names_code` and `section_name` say which headings name code); `quotable`, `asks`,
+`says_something`, `starts_mid_sentence` and `closes_unopened` say which units are not worth
+quoting at all. `evidence.py` builds its candidates and joins its quotes with them.
 """
 
 from __future__ import annotations
@@ -327,6 +328,21 @@ def points_back(text: str) -> bool:
     records have the same key, their original order is preserved."): quoted alone, it leaves out
     what it is about, which the sentence before says ("Sorts are guaranteed to be stable.")."""
     return bool(_POINTS_BACK.match(text))
+
+
+# what a signpost says: the writer's plan ("we'll", "let's"), what is coming ("Next, we ...",
+# "the following", "as follows", "Consider ..."), or what an example "shows"
+_POINTS_AHEAD = re.compile(r"\b(?:we[’']ll|we will|we[’']re going to|we are going to|let[’']s|let us|now that you|"
+                           r"next, we|in this (?:chapter|section)|shows? (?:how|an example)|shown (?:here|in|below)|"
+                           r"as follows|the following|consider)\b", re.IGNORECASE)
+
+
+def points_ahead(text: str) -> bool:
+    """Whether a unit is a signpost that points ahead to what the text goes on to say ("Next,
+    we'll extract the `hosting` module to its own file.", "Listing 4-2 shows an example using an
+    integer."): it names the question's topic, so every judge ranks it high, and says nothing of
+    it; the unit after it does."""
+    return bool(_POINTS_AHEAD.search(text))
 
 
 # what may stand between a sentence and the one before it that it points back to: nothing but
