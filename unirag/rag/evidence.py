@@ -25,9 +25,10 @@ taken while it fits `max_words`, counted with one word more for the "[n]" it wil
 with; a signpost's turn goes to the unit after it (`passed_on`). Units that do not stand
 alone are quoted with what they need (`whole_thoughts.py`): a sentence that opens the body of a
 definition with the term it defines (`term_of`) or not at all, a later sentence of an API
-definition's body after that term and "— …" (`defined_by`) or not at all, and such a term with its first sentence where it fits (alone, it still names what
-to use); a code line that goes on a statement (it ends with a comma or closes brackets) from
-the earlier line whose bracket it sits inside (`statement_of`) or not at all;
+definition's body after that term and "— …" (`defined_by`) or not at all, and such a term
+with its first sentence where it fits (alone, it still names what to use); a code line that
+goes on a statement (it ends with a comma or closes brackets) from the earlier line whose
+bracket it sits inside (`statement_of`) or not at all;
 where the pair fits or as the first quote, a unit ending in ":" with the unit it introduces
 (a code line with as many further lines of its block as fit: `block_after`), a unit that
 points back with the sentence before it (`sentence_before`) and a code line after the line
@@ -359,7 +360,7 @@ def passed_on(order: Sequence[int], cands: Sequence[_Candidate]) -> list[int]:
             continue
         seen.add(i)
         after = i + 1  # candidates are in chunk order
-        if (points_ahead(cands[i].text) and not announces(cands[i].text)  # that one comes with what it announces
+        if (points_ahead(cands[i].text) and not announces(cands[i].text)
                 and after < len(cands) and cands[after].hit == cands[i].hit):
             i = after
             if i in seen:

@@ -332,9 +332,9 @@ def points_back(text: str) -> bool:
 
 # what a signpost says: the writer's plan ("we'll", "let's"), what is coming ("Next, we ...",
 # "the following", "as follows", "Consider ..."), or what an example "shows"
-_POINTS_AHEAD = re.compile(r"\b(?:we[’']ll|we will|we[’']re going to|we are going to|let[’']s|let us|now that you|"
-                           r"next, we|in this (?:chapter|section)|shows? (?:how|an example)|shown (?:here|in|below)|"
-                           r"as follows|the following|consider)\b", re.IGNORECASE)
+_POINTS_AHEAD = re.compile(r"\b(?:we[’']ll|we will|we[’']re going to|we are going to|let[’']s|let us|"
+                           r"now that you|next, we|in this (?:chapter|section)|shows? (?:how|an example)|"
+                           r"shown (?:here|in|below)|as follows|the following|consider)\b", re.IGNORECASE)
 
 
 def points_ahead(text: str) -> bool:
