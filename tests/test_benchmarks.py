@@ -372,3 +372,45 @@ def test_reingest_edits_a_different_sentence_each_round(tmp_path):
     twice = page.read_text()
     assert once != before and twice != once and twice.count(", as said") == 2
     assert once.index(", as said") > len(before) // 2
+
+
+def test_selection_replay_answers_from_cached_scores_as_ask_does(tiny):
+    """Scores cached (through JSON) and replayed give the answer `answer_hits` gives scoring itself,
+    for each variant; a unit whose text changed is missing from the cache."""
+    from dataclasses import replace
+
+    from unirag.rag import evidence
+    from unirag.evaluation.rag import answer_variants
+    from unirag.rag.ask import ANSWER_SYSTEM, answer_hits, chosen_evidence
+    from unirag.rag.pipeline import Hit, fit
+
+    replay = load("selection_replay")
+    question = "How does a loop return a value?"
+    hits = [Hit("a", 0.9, "# Loops\n\nA loop repeats code. You can return a value from a loop with `break`.\n\n"
+                "Let's look at an example. The value after `break` is what the loop gives back.", "loops.md", "Loops"),
+            Hit("b", 0.5, "The quick brown fox jumps over the lazy dog.", "fox.md", "")]
+    variants = answer_variants("extractive,extractive@units,extractive@noabstain,extractive@lexical+rank@noabstain")
+    for settings in variants.values():
+        fitted, _ = fit(tiny, question, hits, (), settings.max_new_tokens, ANSWER_SYSTEM)  # as `answer_hits` does
+        cands, scores, null = evidence.score(tiny, question, fitted, replay.cached_scorers(), settings.whole_thoughts)
+        entry = {"units": {}, "null": 0.0}
+        replay.remember(entry, cands, scores, null)
+        entry = json.loads(json.dumps(entry))
+        cached = replay.lookup(entry, evidence.candidates(fitted, settings.whole_thoughts))
+        shown, chosen = chosen_evidence(fitted, cands, replay.produced(cached, settings.scorers), entry["null"],
+                                        settings)
+        replayed = answer_hits(tiny, question, shown, settings, evidence=chosen).read()
+        assert replayed == answer_hits(tiny, question, hits, settings).read()
+    edited = [replace(fitted[0], text=fitted[0].text.replace("repeats", "runs")), *fitted[1:]]
+    assert replay.lookup(entry, evidence.candidates(edited)) is None
+
+
+def test_selection_replay_scores_only_what_the_variant_asks_and_counts_changes():
+    replay = load("selection_replay")
+    scores = {"likelihood": [1.0], "embedding": [0.5], "answer": [0.2], "lexical": [1.0], "rank": [0.0]}
+    assert set(replay.produced(scores, ("lexical",))) == {"likelihood", "lexical"}
+    assert set(replay.produced(scores, ("embedding", "answer"))) == {"likelihood", "embedding", "answer"}
+    base = [{"answer": "a", "key_correct": 1}, {"answer": "b", "key_correct": 0}, {"answer": "c", "key_correct": 1}]
+    other = [{"answer": "a", "key_correct": 1}, {"answer": "B", "key_correct": 1}, {"answer": "C", "key_correct": 0}]
+    assert replay.changes(other, base) == (2, 1, 1)
+    assert replay.changes(base, base) == (0, 0, 0)

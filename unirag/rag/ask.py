@@ -269,6 +269,21 @@ def never_mentioned(collection, question: str, settings: AskSettings = AskSettin
     return mentions.never_mentioned(question, lexical.index_for(collection).mentions)
 
 
+def chosen_evidence(hits: Sequence[Hit], cands, scores: dict[str, list[float]], null: float,
+                    settings: AskSettings = AskSettings()) -> tuple[list[Hit], evidence_mod.Evidence]:
+    """The evidence `settings` choose from units already scored (`evidence.score`'s output), and
+    the passages in the order to show them (`evidence.passage_order`, where `settings` say so),
+    the evidence renumbered to match. The one choice `answer_hits` makes, and what
+    `benchmarks/selection_replay.py` replays over cached scores."""
+    hits = list(hits)
+    chosen = evidence_mod.choose(hits, cands, scores, null, settings.words, settings.scorers,
+                                 settings.whole_thoughts, settings.interleave, settings.off_topic_below)
+    if settings.passage_order and len(chosen.passage_likelihood) == len(hits) > 1:
+        order = evidence_mod.passage_order(chosen)
+        hits, chosen = [hits[i] for i in order], chosen.renumbered(order)
+    return hits, chosen
+
+
 def answer_hits(model, question: str, hits: Sequence[Hit], settings: AskSettings = AskSettings(),
                 history: Sequence[Turn] = (), evidence: evidence_mod.Evidence | None = None,
                 unmentioned: Sequence[str] = ()) -> Answer:
@@ -285,13 +300,11 @@ def answer_hits(model, question: str, hits: Sequence[Hit], settings: AskSettings
     hits, history = fit(model, question, list(hits)[: settings.top_k], history, settings.max_new_tokens, system)
     started = time.perf_counter()
     if evidence is None:
-        evidence = (evidence_mod.select(model, question, hits, settings.words, settings.scorers,
-                                        settings.whole_thoughts, settings.interleave,
-                                        settings.off_topic_below)
-                    if hits and settings.needs_evidence else evidence_mod.Evidence([], float("-inf")))
-        if settings.passage_order and len(evidence.passage_likelihood) == len(hits) > 1:
-            order = evidence_mod.passage_order(evidence)
-            hits, evidence = [hits[i] for i in order], evidence.renumbered(order)
+        if hits and settings.needs_evidence:
+            cands, scores, null = evidence_mod.score(model, question, hits, settings.scorers, settings.whole_thoughts)
+            hits, evidence = chosen_evidence(hits, cands, scores, null, settings)
+        else:
+            evidence = evidence_mod.Evidence([], float("-inf"))
         selected_s = time.perf_counter() - started
     else:
         selected_s = 0.0

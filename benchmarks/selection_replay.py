@@ -1,0 +1,206 @@
+"""Answers replayed from cached unit scores: how a change to choosing or quoting evidence moves
+key accuracy, in seconds instead of a full `unirag eval rag` run.
+
+Why: answering a question costs its retrieval (the rerank reads 15 chunks) and the scoring of
+every unit of the shown chunks (`evidence.score`: one pass per unit), while choosing the quotes
+(`evidence.choose`) and writing an extractive answer take milliseconds. A rule about which units
+to quote (whole thoughts, turns, signposts) changes only the cheap part. The first run of a set
+retrieves and scores as `ask` does and caches, per question, the shown chunks, the names the
+collection never mentions, and every unit's scores; later runs replay each variant from the
+cache through the code `ask` runs (`ask.chosen_evidence`, then `ask.answer_hits` with that
+evidence) and score the answers as `unirag eval rag --answers` does (`evaluation.answers`).
+
+A unit is cached under its place in its chunk and its text, so a change to how chunks are cut
+into units (`sentences.py`) or which units are candidates (`evidence.candidates`) finds units
+the cache lacks: those questions are scored again, with the model, and the cache grows. The
+shown chunks are retrieved once: after re-ingesting a collection, or changing retrieval, run with
+--refresh. Times are not replayed (no scoring runs), so none are reported; `unirag eval rag` is
+the end-to-end measure, this the quick one between its runs.
+
+    python benchmarks/selection_replay.py --db runs/db \\
+        --set rust=../shared/data/eval/rag/rust_book_dev_answers.jsonl \\
+        --set pydocs-main=../shared/data/eval/rag/python_docs_dev.jsonl \\
+        [--variants extractive,extractive@units] [--cache runs/bench/units] [--refresh] \\
+        [--output runs/bench/selection_replay.json]
+
+Each --set is COLLECTION=QUESTIONS (a collection already ingested into --db, a question set with
+gold keys); all sets and variants in one run. Per set and variant: right (key accuracy), in the
+first line, the ceiling (keys shown), of the ceiling, degenerate, grounded, abstained, and how
+many answers differ from the first variant's (and how many of those turned right or wrong).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict, replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_common import machine_info, markdown_table, write_json  # noqa: E402
+
+CACHE_VERSION = 1
+
+
+def cached_scorers() -> tuple[str, ...]:
+    """Every evidence scorer but the draft, which generates an answer per question (not a unit's
+    own score, and slow)."""
+    from unirag.rag.evidence import SCORERS
+
+    return tuple(name for name in SCORERS if name != "draft")
+
+
+def unit_key(cand) -> str:
+    """Where a candidate sits (passage, start, end) and what it says: a unit keeps its scores only
+    while both stay the same."""
+    return f"{cand.hit}:{cand.unit.start}:{cand.unit.end}:{cand.text}"
+
+
+def produced(scores: dict[str, list[float]], scorers: Sequence[str]) -> dict[str, list[float]]:
+    """The scores `evidence.score` returns for `scorers`: the likelihood always (abstention reads
+    it), the others only where asked for, so that a variant's abstention signals (answer gain,
+    similarity) are the ones its own scoring would give."""
+    return {name: values for name, values in scores.items() if name == "likelihood" or name in scorers}
+
+
+def lookup(entry: dict, cands) -> dict[str, list[float]] | None:
+    """The cached scores of these candidates, per scorer, in their order; None if one is missing."""
+    units = entry["units"]
+    if not all(unit_key(c) in units for c in cands):
+        return None
+    return {name: [units[unit_key(c)][name] for c in cands] for name in cached_scorers()}
+
+
+def remember(entry: dict, cands, scores: dict[str, list[float]], null: float) -> None:
+    """Store each candidate's scores (and the question's likelihood after an empty passage)."""
+    entry["null"] = null
+    for k, cand in enumerate(cands):
+        entry["units"][unit_key(cand)] = {name: float(scores[name][k]) for name in cached_scorers()}
+
+
+def save(cache: dict, path: Path) -> None:
+    """Write the cache whole or not at all (through a temporary file)."""
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(cache))
+    tmp.replace(path)
+
+
+def changes(answers: Sequence[dict], baseline: Sequence[dict]) -> tuple[int, int, int]:
+    """(answers that differ from the baseline's, of them turned right, turned wrong)."""
+    differ = [(a, b) for a, b in zip(answers, baseline) if a["answer"] != b["answer"]]
+    return (len(differ), sum(a["key_correct"] and not b["key_correct"] for a, b in differ),
+            sum(b["key_correct"] and not a["key_correct"] for a, b in differ))
+
+
+def summary_row(label: str, rows: Sequence[dict], baseline: Sequence[dict]) -> list:
+    from unirag.evaluation.answers import summarize
+
+    s = summarize(rows)
+
+    def pct(value):
+        return "" if value is None else f"{100 * value:.1f}"
+
+    changed, gained, lost = changes(rows, baseline)
+    return [label, len(rows), pct(s["key_correct"]), pct(s["first_line"]), pct(s["keys_shown"]),
+            pct(s["of_ceiling"]), pct(s["degenerate"]), pct(s["grounded"]), pct(s["abstained"]),
+            f"{changed} (+{gained} / -{lost})"]
+
+
+HEADERS = ("set, variant", "answers", "right %", "in first line %", "ceiling %", "of ceiling %",
+           "degenerate %", "grounded %", "abstained %", "changed from the first (+right / -right)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--db", required=True)
+    parser.add_argument("--set", action="append", required=True, help="COLLECTION=QUESTIONS.jsonl")
+    parser.add_argument("--variants", default="extractive,extractive@units",
+                        help="answer variants as `unirag eval rag --variants` names them")
+    parser.add_argument("--cache", default="runs/bench/units", help="folder of the per-set score caches")
+    parser.add_argument("--refresh", action="store_true", help="retrieve and score every question again")
+    parser.add_argument("--output", default="runs/bench/selection_replay.json")
+    args = parser.parse_args()
+
+    from tqdm.auto import tqdm
+
+    from unirag import UniModel
+    from unirag.errors import UniragError
+    from unirag.evaluation import answers as answer_scores
+    from unirag.evaluation.rag import answer_variants, load_questions
+    from unirag.rag import evidence
+    from unirag.rag.ask import ANSWER_SYSTEM, answer_hits, chosen_evidence, never_mentioned
+    from unirag.rag.pipeline import Hit, fit, retrieve
+    from unirag.rag.store import connect, open_collection
+
+    variants = answer_variants(args.variants)
+    for label, settings in variants.items():
+        if "draft" in settings.scorers:
+            raise SystemExit(f"selection_replay: {label!r} uses the draft scorer, which is not cached")
+    model = UniModel.load()
+    client = connect(args.db)
+    cache_dir = Path(args.cache)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    results, table = {}, []
+    for spec in args.set:
+        name, _, path = spec.partition("=")
+        questions = load_questions(path)
+        if not all(q.keys for q in questions):
+            raise SystemExit(f"selection_replay: {path} has questions without gold keys")
+        cache_path = cache_dir / f"{name}.json"
+        cache = json.loads(cache_path.read_text()) if cache_path.exists() and not args.refresh else {}
+        if cache.get("version") != CACHE_VERSION or cache.get("model") != model.name:
+            cache = {"version": CACHE_VERSION, "model": model.name, "entries": {}}
+        collection = None
+        per_variant: dict[str, list[dict]] = {label: [] for label in variants}
+        for q in tqdm(questions, desc=name, unit="question"):
+            entry = cache["entries"].get(q.question)
+            first = next(iter(variants.values()))
+            changed = entry is None
+            if entry is None:
+                if collection is None:
+                    collection = open_collection(client, name, model)
+                hits = retrieve(model, collection, q.question, first.top_k, first.retrieval, first.rerank,
+                                expand=first.expand)
+                entry = {"hits": [asdict(h) for h in hits],
+                         "unmentioned": list(never_mentioned(collection, q.question)), "units": {}, "null": 0.0}
+                cache["entries"][q.question] = entry
+            for label, settings in variants.items():
+                system = ANSWER_SYSTEM if settings.focused else None
+                hits, _ = fit(model, q.question, [Hit(**h) for h in entry["hits"]][: settings.top_k], (),
+                              settings.max_new_tokens, system)
+                if hits and settings.needs_evidence:
+                    cands = evidence.candidates(hits, settings.whole_thoughts)
+                    scores = lookup(entry, cands)
+                    if scores is None:
+                        cands, scores, null = evidence.score(model, q.question, hits, cached_scorers(),
+                                                             settings.whole_thoughts)
+                        remember(entry, cands, scores, null)
+                        changed = True
+                    hits, chosen = chosen_evidence(hits, cands, produced(scores, settings.scorers),
+                                                   entry["null"], settings)
+                else:
+                    chosen = None
+                try:
+                    result = answer_hits(model, q.question, hits, settings, evidence=chosen,
+                                         unmentioned=entry["unmentioned"])
+                    text = result.read()
+                except UniragError as error:
+                    raise SystemExit(f"selection_replay: {error}") from None
+                passages = [f"{h.label}\n{h.text}" for h in result.hits]
+                per_variant[label].append({"q": q.question, "answer": text,
+                                           **answer_scores.score(text, q.keys, passages, result.looped)})
+            if changed:
+                save(cache, cache_path)  # after each question scored: a run cut short resumes there
+        baseline = next(iter(per_variant.values()))
+        results[name] = per_variant
+        table += [summary_row(f"{name}, {label}", rows, baseline) for label, rows in per_variant.items()]
+    print(markdown_table(HEADERS, table))
+    out = write_json(args.output, {"machine": machine_info(), "model": model.name, "sets": args.set,
+                                   "variants": list(variants), "results": results})
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
