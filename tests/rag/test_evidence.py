@@ -229,7 +229,9 @@ def test_bad_settings_are_user_errors(kwargs, message):
     ("You can also return from inside a loop.", True), ("Use venv.", True), ("let x = loop { break 5; };", True),
     ("{{#rustdoc_include ../listings/ch03/src/main.rs}}", False), ("../listings/ch03/src/main.rs}}", False),
     ('<span class="filename">Filename: src/main.rs</span>', False), ("[pub]: ch07-03.html#paths", False),
-    ("}", False),
+    ("}", False), ('<Listing number="1-1" file-name="main.rs" caption="A program that prints `Hello, world!`">', True),
+    ('<Listing file-name="src/main.rs" caption="A `Vec<T>` of closures">', True),
+    ('<Listing number="1-2" file-name="src/main.rs">', False), ("</Listing>", False),
 ])
 def test_quotable_units_say_something_in_words(text, expected):
     from unirag.rag.whole_thoughts import quotable
@@ -838,7 +840,13 @@ def test_quotes_leave_inline_html_out_of_prose_only():
             ('Link it as follows:\n\n```html\n<a href="/">home</a>', False,
              'Link it as follows: <a href="/">home</a>'),
             ("def f(path):\n    return []\n\ncopytree(f)", True, "def f(path): return [] copytree(f)"),  # no term
-            ("> Shadow it:\n>\n> ```rust\n> let x = 1;\n> ```", False, "Shadow it: let x = 1;")):  # a quoted fence
+            ("> Shadow it:\n>\n> ```rust\n> let x = 1;\n> ```", False, "Shadow it: let x = 1;"),  # a quoted fence
+            # mdBook's listing tag, as the page shows it (its caption may hold ">")
+            ('<Listing number="20-33" file-name="src/main.rs" caption="Creating a `Vec<T>` of closures">', False,
+             "Listing 20-33: Creating a `Vec<T>` of closures"),
+            ("<Listing caption='Two closures'>", False, "Two closures"),
+            ('It runs as shown:\n\n<Listing file-name="src/main.rs">\n\n```rust\nfn main() {}', False,
+             "It runs as shown: fn main() {}")):
         assert quote(Span(0, 0, len(text), text, code=code)) == f"“{quoted}” [1]"
 
 

@@ -273,6 +273,25 @@ _ESCAPED_HASH = re.compile(r"^\\(?=#)")  # "\# of retries": a "#" that opens a l
 # elements Markdown authors use, so that prose about tags ("the '<' in '<html>'") keeps them
 _INLINE_HTML = re.compile(r"<!--.*?-->|</?(?:a|abbr|b|br|cite|code|del|em|font|i|img|ins|kbd|mark|q|s|"
                           r"small|span|strong|sub|sup|u|wbr)(?:\s[^<>]*)?/?>", re.IGNORECASE)
+# mdBook's listing tag (the Rust book's `<Listing number="20-33" file-name="src/main.rs"
+# caption="...">` on a line of its own, `</Listing>` after the code): the page shows it as its
+# caption, "Listing 20-33: ...". Its attributes may hold ">" ("Vec<T>"), so it is matched whole
+_LISTING_TAG = re.compile(r"^\s*<(/?)Listing\b((?:\s+[\w-]+\s*=\s*(?:\"[^\"]*\"|'[^']*'))*)\s*/?>\s*$")
+_ATTRIBUTE = re.compile(r"([\w-]+)\s*=\s*(?:\"([^\"]*)\"|'([^']*)')")
+
+
+def listing_caption(line: str) -> str | None:
+    """The text a reader sees for a line that is an mdBook listing tag: "Listing N: caption" (the
+    caption alone without a number, "" without a caption or for the closing tag); None for any
+    other line."""
+    match = _LISTING_TAG.match(line)
+    if not match:
+        return None
+    attributes = {name: double or single for name, double, single in _ATTRIBUTE.findall(match.group(2))}
+    caption = attributes.get("caption", "").strip()
+    if match.group(1) or not caption:
+        return ""
+    return f"Listing {attributes['number']}: {caption}" if attributes.get("number") else caption
 
 
 def plain(text: str, code: bool = False) -> str:
@@ -280,9 +299,10 @@ def plain(text: str, code: bool = False) -> str:
     lines (a sentence quoted with the code it introduces carries them), without blockquote
     markers (joined into one line, they read as stray ">" mid-sentence), without a list item's
     leading bullet or number (or a table row's outer pipes), with Markdown links as their text, a
-    term set off from the definition it heads by a dash, and without inline HTML tags in its
-    prose. `code`: the text opens with a code line; code lines (those after a fence line too)
-    keep their tags, and a blank line between them is no term's break."""
+    term set off from the definition it heads by a dash, without inline HTML tags in its prose,
+    and an mdBook listing tag as its caption (`listing_caption`). `code`: the text opens with a
+    code line; code lines (those after a fence line too) keep their tags, and a blank line
+    between them is no term's break."""
     lines: list[tuple[str, bool, bool]] = []  # (line, a blank line before it, code)
     in_code, blank = code, False
     for line in text.split("\n"):
@@ -294,7 +314,10 @@ def plain(text: str, code: bool = False) -> str:
             blank = True
             continue
         if not in_code:
-            line = _ESCAPED_HASH.sub("", line)
+            caption = listing_caption(line)
+            if caption == "":
+                continue
+            line = _ESCAPED_HASH.sub("", caption or line)
             parts = _CODE_SPAN.split(line)  # code spans sit at odd places
             line = "".join(p if i % 2 else _INLINE_HTML.sub("", p) for i, p in enumerate(parts))
         lines.append((line, blank, in_code))

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from .attribution import content_words
 from .chunking import FENCE
-from .sentences import HEADING, LIST_ITEM, Unit, word_count
+from .sentences import HEADING, LIST_ITEM, Unit, listing_caption, word_count
 
 # markup that says nothing by itself: HTML tags, template includes ({{#include ...}}), link
 # reference definitions ([name]: url), file paths
@@ -37,8 +37,10 @@ MIN_WORDS = 2  # a unit with fewer words of letters once markup is removed is no
 
 def quotable(text: str) -> bool:
     """Whether a unit says something in words: at least MIN_WORDS words of letters remain once
-    markup (tags, includes, link definitions, paths) is taken out."""
-    return len(_WORD_OF_LETTERS.findall(_MARKUP.sub(" ", text))) >= MIN_WORDS
+    markup (tags, includes, link definitions, paths) is taken out; of an mdBook listing tag, its
+    caption (`sentences.listing_caption`: what the page shows, and what a quote of it shows)."""
+    caption = listing_caption(text)
+    return len(_WORD_OF_LETTERS.findall(_MARKUP.sub(" ", text if caption is None else caption))) >= MIN_WORDS
 
 
 _ASKS = re.compile(r"\?[\"'”’)\]*_`]*\s*$")  # a question mark, then at most closing marks
