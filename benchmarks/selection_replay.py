@@ -35,7 +35,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -112,6 +112,70 @@ HEADERS = ("set, variant", "answers", "right %", "in first line %", "ceiling %",
            "degenerate %", "grounded %", "abstained %", "changed from the first (+right / -right)")
 
 
+def load_cache(path: Path, model_name: str, refresh: bool = False) -> dict:
+    """The set's cache, or an empty one where there is none, it is for another model or cache
+    version, or `refresh` asks to start over."""
+    cache = json.loads(path.read_text()) if path.exists() and not refresh else {}
+    if cache.get("version") != CACHE_VERSION or cache.get("model") != model_name:
+        cache = {"version": CACHE_VERSION, "model": model_name, "entries": {}}
+    return cache
+
+
+def replay_set(model, questions, variants: dict, cache: dict, cache_path: Path, open_set=None,
+               desc: str = "") -> dict[str, list[dict]]:
+    """Each variant's answer to each question, scored, from `cache` (filled where it lacks a
+    question or a unit, and saved after each such question). `open_set()` gives the set's
+    collection, opened only if a question must be retrieved."""
+    from tqdm.auto import tqdm
+
+    from unirag.errors import UniragError
+    from unirag.evaluation import answers as answer_scores
+    from unirag.rag import evidence
+    from unirag.rag.ask import ANSWER_SYSTEM, answer_hits, chosen_evidence, never_mentioned
+    from unirag.rag.pipeline import Hit, fit, retrieve
+
+    collection = None
+    first = next(iter(variants.values()))
+    per_variant: dict[str, list[dict]] = {label: [] for label in variants}
+    for q in tqdm(questions, desc=desc, unit="question"):
+        entry = cache["entries"].get(q.question)
+        changed = entry is None
+        if entry is None:
+            collection = collection or open_set()
+            hits = retrieve(model, collection, q.question, first.top_k, first.retrieval, first.rerank,
+                            expand=first.expand)
+            entry = {"hits": [asdict(h) for h in hits],
+                     "unmentioned": list(never_mentioned(collection, q.question)), "units": {}, "null": 0.0}
+            cache["entries"][q.question] = entry
+        for label, settings in variants.items():
+            system = ANSWER_SYSTEM if settings.focused else None
+            hits, _ = fit(model, q.question, [Hit(**h) for h in entry["hits"]][: settings.top_k], (),
+                          settings.max_new_tokens, system)
+            chosen = None
+            if hits and settings.needs_evidence:
+                cands = evidence.candidates(hits, settings.whole_thoughts)
+                scores = lookup(entry, cands)
+                if scores is None:
+                    cands, scores, null = evidence.score(model, q.question, hits, cached_scorers(),
+                                                         settings.whole_thoughts)
+                    remember(entry, cands, scores, null)
+                    changed = True
+                hits, chosen = chosen_evidence(hits, cands, produced(scores, settings.scorers), entry["null"],
+                                               settings)
+            try:
+                result = answer_hits(model, q.question, hits, settings, evidence=chosen,
+                                     unmentioned=entry["unmentioned"])
+                text = result.read()
+            except UniragError as error:
+                raise SystemExit(f"selection_replay: {error}") from None
+            passages = [f"{h.label}\n{h.text}" for h in result.hits]
+            per_variant[label].append({"q": q.question, "answer": text,
+                                       **answer_scores.score(text, q.keys, passages, result.looped)})
+        if changed:
+            save(cache, cache_path)  # after each question scored: a run cut short resumes there
+    return per_variant
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", required=True)
@@ -123,15 +187,8 @@ def main() -> None:
     parser.add_argument("--output", default="runs/bench/selection_replay.json")
     args = parser.parse_args()
 
-    from tqdm.auto import tqdm
-
     from unirag import UniModel
-    from unirag.errors import UniragError
-    from unirag.evaluation import answers as answer_scores
     from unirag.evaluation.rag import answer_variants, load_questions
-    from unirag.rag import evidence
-    from unirag.rag.ask import ANSWER_SYSTEM, answer_hits, chosen_evidence, never_mentioned
-    from unirag.rag.pipeline import Hit, fit, retrieve
     from unirag.rag.store import connect, open_collection
 
     variants = answer_variants(args.variants)
@@ -149,50 +206,8 @@ def main() -> None:
         if not all(q.keys for q in questions):
             raise SystemExit(f"selection_replay: {path} has questions without gold keys")
         cache_path = cache_dir / f"{name}.json"
-        cache = json.loads(cache_path.read_text()) if cache_path.exists() and not args.refresh else {}
-        if cache.get("version") != CACHE_VERSION or cache.get("model") != model.name:
-            cache = {"version": CACHE_VERSION, "model": model.name, "entries": {}}
-        collection = None
-        per_variant: dict[str, list[dict]] = {label: [] for label in variants}
-        for q in tqdm(questions, desc=name, unit="question"):
-            entry = cache["entries"].get(q.question)
-            first = next(iter(variants.values()))
-            changed = entry is None
-            if entry is None:
-                if collection is None:
-                    collection = open_collection(client, name, model)
-                hits = retrieve(model, collection, q.question, first.top_k, first.retrieval, first.rerank,
-                                expand=first.expand)
-                entry = {"hits": [asdict(h) for h in hits],
-                         "unmentioned": list(never_mentioned(collection, q.question)), "units": {}, "null": 0.0}
-                cache["entries"][q.question] = entry
-            for label, settings in variants.items():
-                system = ANSWER_SYSTEM if settings.focused else None
-                hits, _ = fit(model, q.question, [Hit(**h) for h in entry["hits"]][: settings.top_k], (),
-                              settings.max_new_tokens, system)
-                if hits and settings.needs_evidence:
-                    cands = evidence.candidates(hits, settings.whole_thoughts)
-                    scores = lookup(entry, cands)
-                    if scores is None:
-                        cands, scores, null = evidence.score(model, q.question, hits, cached_scorers(),
-                                                             settings.whole_thoughts)
-                        remember(entry, cands, scores, null)
-                        changed = True
-                    hits, chosen = chosen_evidence(hits, cands, produced(scores, settings.scorers),
-                                                   entry["null"], settings)
-                else:
-                    chosen = None
-                try:
-                    result = answer_hits(model, q.question, hits, settings, evidence=chosen,
-                                         unmentioned=entry["unmentioned"])
-                    text = result.read()
-                except UniragError as error:
-                    raise SystemExit(f"selection_replay: {error}") from None
-                passages = [f"{h.label}\n{h.text}" for h in result.hits]
-                per_variant[label].append({"q": q.question, "answer": text,
-                                           **answer_scores.score(text, q.keys, passages, result.looped)})
-            if changed:
-                save(cache, cache_path)  # after each question scored: a run cut short resumes there
+        per_variant = replay_set(model, questions, variants, load_cache(cache_path, model.name, args.refresh),
+                                 cache_path, lambda: open_collection(client, name, model), desc=name)
         baseline = next(iter(per_variant.values()))
         results[name] = per_variant
         table += [summary_row(f"{name}, {label}", rows, baseline) for label, rows in per_variant.items()]

@@ -414,3 +414,29 @@ def test_selection_replay_scores_only_what_the_variant_asks_and_counts_changes()
     other = [{"answer": "a", "key_correct": 1}, {"answer": "B", "key_correct": 1}, {"answer": "C", "key_correct": 0}]
     assert replay.changes(other, base) == (2, 1, 1)
     assert replay.changes(base, base) == (0, 0, 0)
+
+
+def test_selection_replay_fills_its_cache_once_and_answers_alike_from_it(tiny, tmp_path, monkeypatch):
+    from dataclasses import asdict
+
+    from unirag.evaluation.rag import Question, answer_variants
+    from unirag.rag import evidence
+    from unirag.rag.pipeline import Hit
+
+    replay = load("selection_replay")
+    hit = Hit("a", 0.9, "A loop repeats code. You return a value from a loop with `break`.", "loops.md", "Loops")
+    questions = [Question("How does a loop return a value?", ("loops.md",), ("break",))]
+    cache = replay.load_cache(tmp_path / "set.json", tiny.name)
+    cache["entries"][questions[0].question] = {"hits": [asdict(hit)], "unmentioned": [], "units": {}, "null": 0.0}
+    variants = answer_variants("extractive@noabstain,extractive@units@noabstain")
+    first = replay.replay_set(tiny, questions, variants, cache, tmp_path / "set.json")
+    assert (tmp_path / "set.json").exists()  # saved once the question was scored
+
+    def no_scoring(*args, **kwargs):
+        raise AssertionError("scored again")
+
+    monkeypatch.setattr(evidence, "score", no_scoring)
+    again = replay.replay_set(tiny, questions, variants, replay.load_cache(tmp_path / "set.json", tiny.name),
+                              tmp_path / "set.json")
+    assert again == first and first["extractive@noabstain"][0]["answer"].startswith("“")
+    assert replay.load_cache(tmp_path / "set.json", "another model")["entries"] == {}
