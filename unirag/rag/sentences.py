@@ -275,7 +275,8 @@ _INLINE_HTML = re.compile(r"<!--.*?-->|</?(?:a|abbr|b|br|cite|code|del|em|font|i
                           r"small|span|strong|sub|sup|u|wbr)(?:\s[^<>]*)?/?>", re.IGNORECASE)
 # mdBook's listing tag (the Rust book's `<Listing number="20-33" file-name="src/main.rs"
 # caption="...">` on a line of its own, `</Listing>` after the code): the page shows it as its
-# caption, "Listing 20-33: ...". Its attributes may hold ">" ("Vec<T>"), so it is matched whole
+# caption, "Listing 20-33: ...", and so does a quote that runs across it (alone it is never quoted:
+# `whole_thoughts.quotable`). Its attributes may hold ">" ("Vec<T>"), so it is matched whole
 _LISTING_TAG = re.compile(r"^\s*<(/?)Listing\b((?:\s+[\w-]+\s*=\s*(?:\"[^\"]*\"|'[^']*'))*)\s*/?>\s*$")
 _ATTRIBUTE = re.compile(r"([\w-]+)\s*=\s*(?:\"([^\"]*)\"|'([^']*)')")
 

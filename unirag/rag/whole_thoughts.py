@@ -37,10 +37,13 @@ MIN_WORDS = 2  # a unit with fewer words of letters once markup is removed is no
 
 def quotable(text: str) -> bool:
     """Whether a unit says something in words: at least MIN_WORDS words of letters remain once
-    markup (tags, includes, link definitions, paths) is taken out; of an mdBook listing tag, its
-    caption (`sentences.listing_caption`: what the page shows, and what a quote of it shows)."""
-    caption = listing_caption(text)
-    return len(_WORD_OF_LETTERS.findall(_MARKUP.sub(" ", text if caption is None else caption))) >= MIN_WORDS
+    markup (tags, includes, link definitions, paths) is taken out. An mdBook listing tag is markup
+    whatever its caption says (`sentences.listing_caption`): a caption names the code below it
+    ("Listing 1-1: A program that prints `Hello, world!`") and answers nothing, and its
+    attributes may hold ">" ("Vec<T>"), where a tag pattern would stop and leave words."""
+    if listing_caption(text) is not None:
+        return False
+    return len(_WORD_OF_LETTERS.findall(_MARKUP.sub(" ", text))) >= MIN_WORDS
 
 
 _ASKS = re.compile(r"\?[\"'”’)\]*_`]*\s*$")  # a question mark, then at most closing marks
