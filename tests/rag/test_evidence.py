@@ -232,6 +232,7 @@ def test_bad_settings_are_user_errors(kwargs, message):
     ("}", False), ('<Listing number="1-1" file-name="main.rs" caption="A program that prints `Hello, world!`">', False),
     ('<Listing file-name="src/main.rs" caption="A `Vec<T>` of closures">', False),
     ('<Listing number="1-2" file-name="src/main.rs">', False), ("</Listing>", False),
+    ('<div title="Arrows -> point here">', False), ("Is a < b and c > d here?", True),
 ])
 def test_quotable_units_say_something_in_words(text, expected):
     from unirag.rag.whole_thoughts import quotable

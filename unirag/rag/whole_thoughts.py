@@ -25,11 +25,13 @@ from dataclasses import dataclass
 
 from .attribution import content_words
 from .chunking import FENCE
-from .sentences import HEADING, LIST_ITEM, Unit, listing_caption, word_count
+from .sentences import HEADING, LIST_ITEM, Unit, word_count
 
-# markup that says nothing by itself: HTML tags, template includes ({{#include ...}}), link
-# reference definitions ([name]: url), file paths
-_MARKUP = re.compile(r"<[^>]*>|\{\{.*?(?:\}\}|$)|^.*?\}\}|^\s*\[[^\]]+\]:\s*\S+\s*$|\S*/\S*", re.MULTILINE)
+# markup that says nothing by itself: HTML tags (a quoted attribute value may hold ">", as an mdBook
+# listing's caption="... `Vec<T>` ..." does), template includes ({{#include ...}}), link reference
+# definitions ([name]: url), file paths
+_MARKUP = re.compile(r"<[A-Za-z/](?:\"[^\"\n]*\"|'[^'\n]*'|[^>\"'\n])*>|<[^>]*>|\{\{.*?(?:\}\}|$)|^.*?\}\}"
+                     r"|^\s*\[[^\]]+\]:\s*\S+\s*$|\S*/\S*", re.MULTILINE)
 _WORD_OF_LETTERS = re.compile(r"[A-Za-z]{2,}")
 _LETTER = re.compile(r"[A-Za-z]")
 MIN_WORDS = 2  # a unit with fewer words of letters once markup is removed is not quoted
@@ -37,12 +39,9 @@ MIN_WORDS = 2  # a unit with fewer words of letters once markup is removed is no
 
 def quotable(text: str) -> bool:
     """Whether a unit says something in words: at least MIN_WORDS words of letters remain once
-    markup (tags, includes, link definitions, paths) is taken out. An mdBook listing tag is markup
-    whatever its caption says (`sentences.listing_caption`): a caption names the code below it
-    ("Listing 1-1: A program that prints `Hello, world!`") and answers nothing, and its
-    attributes may hold ">" ("Vec<T>"), where a tag pattern would stop and leave words."""
-    if listing_caption(text) is not None:
-        return False
+    markup (tags, includes, link definitions, paths) is taken out. A tag is markup whatever its
+    attributes say: an mdBook listing's caption names the code below it ("Listing 1-1: A program
+    that prints `Hello, world!`") and answers nothing."""
     return len(_WORD_OF_LETTERS.findall(_MARKUP.sub(" ", text))) >= MIN_WORDS
 
 
