@@ -216,19 +216,20 @@ def test_query_engine_answers_from_the_right_document(real_model, tmp_path):
 
 
 def test_postprocessors_run_the_ask_flows_rerank_and_evidence(tiny, monkeypatch):
-    """UniRerank and UniEvidence are thin: they call unirag.rag.rerank.rerank and evidence.select."""
+    """UniRerank and UniEvidence are thin: they call unirag.rag.rerank.rerank and the ask flow's
+    own evidence choice, `ask.select_evidence`."""
     from llama_index.core.schema import NodeWithScore, TextNode
 
-    from unirag.llama_index import UniEvidence, UniRerank
-    from unirag.rag import evidence, rerank
+    from unirag.llama_index import UniEvidence, UniRerank, _as_hits
+    from unirag.rag import ask, rerank
 
     nodes = [NodeWithScore(node=TextNode(text=t, metadata={"source": f"{i}.md"}, id_=str(i)), score=1.0 - i / 10)
              for i, t in enumerate(["The cat sat on the mat. It was red.", "Loops can return values with break.",
                                     "Paris is the capital of France."])]
     calls = []
-    real_rerank, real_select = rerank.rerank, evidence.select
+    real_rerank, real_select = rerank.rerank, ask.select_evidence
     monkeypatch.setattr(rerank, "rerank", lambda *a, **k: calls.append("rerank") or real_rerank(*a, **k))
-    monkeypatch.setattr(evidence, "select", lambda *a, **k: calls.append("select") or real_select(*a, **k))
+    monkeypatch.setattr(ask, "select_evidence", lambda *a, **k: calls.append("select") or real_select(*a, **k))
     ranked = UniRerank(tiny, top_n=3).postprocess_nodes(nodes, query_str="Where did the cat sit?")
     assert sorted(n.node.node_id for n in ranked) == ["0", "1", "2"]
     kept = UniEvidence(tiny, max_words=6).postprocess_nodes(ranked, query_str="Where did the cat sit?")
@@ -236,12 +237,10 @@ def test_postprocessors_run_the_ask_flows_rerank_and_evidence(tiny, monkeypatch)
     assert 1 <= len(kept) <= 3 and all(n.node.get_content() for n in kept)
     texts = {n.node.node_id: n.node.get_content() for n in nodes}
     assert all(piece.strip() in texts[n.node.node_id] for n in kept for piece in n.node.get_content().split(" … "))
-    # the kept nodes come in the order `unirag ask` shows its passages
-    from unirag.llama_index import _as_hits
-
-    shown = evidence.passage_order(real_select(tiny, "Where did the cat sit?", _as_hits(ranked), 6))
-    kept_ids = {n.node.node_id for n in kept}
-    assert [n.node.node_id for n in kept] == [ranked[i].node.node_id for i in shown
-                                             if ranked[i].node.node_id in kept_ids]
+    # the kept nodes are the passages `unirag ask` quotes, in the order it shows them
+    shown, ev = real_select(tiny, "Where did the cat sit?", _as_hits(ranked), ask.AskSettings(evidence_words=6))
+    quoted = {s.hit for s in ev.spans}
+    assert [n.node.node_id for n in kept] == [hit.id for i, hit in enumerate(shown) if i in quoted]
+    assert UniEvidence(tiny).postprocess_nodes([], query_str="Where did the cat sit?") == []
     with pytest.raises(ValueError, match="needs the query"):
         UniEvidence(tiny).postprocess_nodes(nodes)

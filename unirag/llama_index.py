@@ -334,9 +334,9 @@ class UniRerank(_OnModel):
 
 class UniEvidence(_OnModel):
     """Cut each node down to the sentences that answer the query (with one sentence of context on
-    each side), as `unirag ask` selects its evidence (`unirag.rag.evidence.select`); nodes with
-    no chosen sentence are dropped, and the rest come in the order `unirag ask` shows its passages
-    (`evidence.passage_order`). A query engine then generates from a short, focused context."""
+    each side), chosen as `unirag ask` chooses its evidence (`unirag.rag.ask.select_evidence`, the
+    one implementation); nodes with no chosen sentence are dropped, and the rest come in the order
+    `unirag ask` shows its passages. A query engine then generates from a short, focused context."""
 
     max_words: int = Field(default=54, description="Words of evidence kept over all nodes.")
 
@@ -346,18 +346,22 @@ class UniEvidence(_OnModel):
 
     def _postprocess_nodes(self, nodes: list[NodeWithScore], query_bundle: Optional[QueryBundle] = None
                            ) -> list[NodeWithScore]:
-        from .rag.ask import focused_hits
-        from .rag.evidence import passage_order, select
+        from .rag.ask import AskSettings, focused_hits, select_evidence
 
-        hits = _as_hits(nodes)
-        evidence = select(self._model, _query(query_bundle), hits, self.max_words)
+        question = _query(query_bundle)
+        if not nodes:
+            return []
+        given = _as_hits(nodes)
+        place = {id(hit): i for i, hit in enumerate(given)}  # by object: node ids need not be unique
+        hits, evidence = select_evidence(self._model, question, given, AskSettings(evidence_words=self.max_words))
         best = {}
         for span in evidence.spans:
             best.setdefault(span.hit, span.score)
         focused = focused_hits(hits, evidence.spans)
         out = []
-        for i in passage_order(evidence):
+        for i, hit in enumerate(hits):
             if i in best:
-                node = TextNode(text=focused[i].text, metadata=dict(nodes[i].node.metadata), id_=nodes[i].node.node_id)
+                source = nodes[place[id(hit)]].node
+                node = TextNode(text=focused[i].text, metadata=dict(source.metadata), id_=source.node_id)
                 out.append(NodeWithScore(node=node, score=best[i]))
         return out

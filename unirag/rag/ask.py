@@ -284,6 +284,15 @@ def chosen_evidence(hits: Sequence[Hit], cands, scores: dict[str, list[float]], 
     return hits, chosen
 
 
+def select_evidence(model, question: str, hits: Sequence[Hit], settings: AskSettings = AskSettings()
+                    ) -> tuple[list[Hit], evidence_mod.Evidence]:
+    """Score `hits`' units against `question` with the model (`evidence.score`) and choose from
+    them as `settings` say (`chosen_evidence`): the passages in the order to show them and the
+    evidence numbered to match. What `answer_hits` and the LlamaIndex `UniEvidence` run."""
+    cands, scores, null = evidence_mod.score(model, question, hits, settings.scorers, settings.whole_thoughts)
+    return chosen_evidence(hits, cands, scores, null, settings)
+
+
 def answer_hits(model, question: str, hits: Sequence[Hit], settings: AskSettings = AskSettings(),
                 history: Sequence[Turn] = (), evidence: evidence_mod.Evidence | None = None,
                 unmentioned: Sequence[str] = ()) -> Answer:
@@ -301,8 +310,7 @@ def answer_hits(model, question: str, hits: Sequence[Hit], settings: AskSettings
     started = time.perf_counter()
     if evidence is None:
         if hits and settings.needs_evidence:
-            cands, scores, null = evidence_mod.score(model, question, hits, settings.scorers, settings.whole_thoughts)
-            hits, evidence = chosen_evidence(hits, cands, scores, null, settings)
+            hits, evidence = select_evidence(model, question, hits, settings)
         else:
             evidence = evidence_mod.Evidence([], float("-inf"))
         selected_s = time.perf_counter() - started
