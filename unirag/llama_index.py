@@ -351,17 +351,15 @@ class UniEvidence(_OnModel):
         question = _query(query_bundle)
         if not nodes:
             return []
-        given = _as_hits(nodes)
-        place = {id(hit): i for i, hit in enumerate(given)}  # by object: node ids need not be unique
-        hits, evidence = select_evidence(self._model, question, given, AskSettings(evidence_words=self.max_words))
+        hits, evidence = select_evidence(self._model, question, _as_hits(nodes),
+                                         AskSettings(evidence_words=self.max_words))
         best = {}
         for span in evidence.spans:
             best.setdefault(span.hit, span.score)
         focused = focused_hits(hits, evidence.spans)
         out = []
-        for i, hit in enumerate(hits):
+        for i, hit in enumerate(focused):  # each hit carries its node's id and metadata (`_as_hits`)
             if i in best:
-                source = nodes[place[id(hit)]].node
-                node = TextNode(text=focused[i].text, metadata=dict(source.metadata), id_=source.node_id)
+                node = TextNode(text=hit.text, metadata=dict(hit.metadata), id_=hit.id)
                 out.append(NodeWithScore(node=node, score=best[i]))
         return out
