@@ -14,6 +14,7 @@ from unirag.evaluation import rag as rag_eval
 from unirag.evaluation.cli import eval_app
 from unirag.evaluation.rag import (Question, aggregate, depths_for, load_questions, rag_results_markdown,
                                    same_file, score_ranking)
+from unirag.rag import evidence
 from unirag.rag.pipeline import Hit
 
 runner = CliRunner()
@@ -148,6 +149,9 @@ def test_answer_variants_parse_names_scorers_and_abstention():
     off_topic = rag_eval.answer_variants("extractive@offtopic")["extractive@offtopic"]
     assert variants["default"].off_topic_below is not None and off_topic.off_topic_below is None
     assert off_topic.abstain_similarity_below is not None  # quoting and abstaining are separate levers
+    budgets = rag_eval.answer_variants("extractive@words40,both@words20@nolead")
+    assert budgets["extractive@words40"].words == 40 and variants["default"].words == evidence.MAX_WORDS
+    assert budgets["both@words20@nolead"].words == 20 and not budgets["both@words20@nolead"].lead_quote
     with pytest.raises(UniragError, match="unknown answer variant"):
         rag_eval.answer_variants("poem")
     with pytest.raises(UniragError, match="unknown evidence scorer"):

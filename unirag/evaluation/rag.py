@@ -164,8 +164,9 @@ def answer_variants(names: str | Sequence[str]) -> dict[str, Any]:
     "@retrievalorder" shows the passages in their retrieval order (no `evidence.passage_order`),
     "@fusedorder" offers units to the word budget in the fusion's order alone (no
     `evidence.offer_order` turns), "@nolead" shows the quotes in reading order without the
-    best-explaining one first and "@sentences" lets a generated answer go on past its first
-    sentence, so each lever is measured alone."""
+    best-explaining one first, "@sentences" lets a generated answer go on past its first
+    sentence and "@wordsN" (e.g. "@words48") gives the quoted evidence a budget of N words instead
+    of the answer mode's (`AskSettings.evidence_words`), so each lever is measured alone."""
     from dataclasses import replace
 
     from ..rag.ask import AskSettings
@@ -187,6 +188,9 @@ def answer_variants(names: str | Sequence[str]) -> dict[str, Any]:
         for part in filter(None, tail.split("@")) if tail else ():
             if part in SWITCHES:
                 settings = replace(settings, **SWITCHES[part])
+                continue
+            if re.fullmatch(r"words[1-9][0-9]*", part):
+                settings = replace(settings, evidence_words=int(part[len("words"):]))
                 continue
             scorers = tuple(part.split("+"))
             if not set(scorers) <= set(SCORERS):
