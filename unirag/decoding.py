@@ -6,6 +6,14 @@ repeat its evidence's words).
   (as transformers' NoRepeatNGramLogitsProcessor, over the generated tokens only).
 - `repetition_penalty` p: logits of tokens already generated are divided by p when positive and
   multiplied by p when negative (Keskar et al. 2019, as transformers applies it).
+
+Context-aware decoding (Shi et al. 2023, "Trusting Your Evidence") contrasts the logits of the
+prompt with its context against those of the same prompt without it: (1 + a) * with - a * without,
+so that tokens the context makes likelier gain and tokens the model would write anyway lose.
+`contrast` restricts it to tokens the context itself finds plausible (at least `PLAUSIBLE` of the
+best token's probability, the adaptive plausibility of Li et al. 2023's contrastive decoding): a
+small model's logits without context are noisy in the tail, and subtracting them alone can lift a
+token neither prompt would write.
 """
 
 from __future__ import annotations
@@ -48,6 +56,22 @@ def apply_repetition(logits: torch.Tensor, generated: Sequence[int], control: Re
     if banned:
         logits[torch.tensor(sorted(banned), dtype=torch.long)] = float("-inf")
     return logits
+
+
+PLAUSIBLE = 0.1
+
+
+def contrast(with_context: torch.Tensor, without: torch.Tensor, weight: float,
+             plausible: float = PLAUSIBLE) -> torch.Tensor:
+    """Context-aware logits (one row, float): (1 + weight) * with_context - weight * without over the
+    tokens whose probability with the context is at least `plausible` times the best one's; the rest
+    -inf. weight 0 returns `with_context` itself."""
+    if weight == 0:
+        return with_context
+    log_probs = torch.log_softmax(with_context, dim=-1)
+    keep = log_probs >= log_probs.max() + torch.log(torch.tensor(plausible))
+    mixed = (1 + weight) * log_probs - weight * torch.log_softmax(without, dim=-1)
+    return torch.where(keep, mixed, torch.tensor(float("-inf")))
 
 
 def sample(logits: torch.Tensor, temperature: float, top_p: float, generator) -> int:

@@ -152,6 +152,9 @@ def test_answer_variants_parse_names_scorers_and_abstention():
     budgets = rag_eval.answer_variants("extractive@words40,both@words20@nolead")
     assert budgets["extractive@words40"].words == 40 and variants["default"].words == evidence.MAX_WORDS
     assert budgets["both@words20@nolead"].words == 20 and not budgets["both@words20@nolead"].lead_quote
+    decoded = rag_eval.answer_variants("generated@cad0.5,both@cad1")
+    assert decoded["generated@cad0.5"].contrast == 0.5 and decoded["both@cad1"].contrast == 1.0
+    assert variants["default"].contrast == 0  # context-aware decoding is off by default
     with pytest.raises(UniragError, match="unknown answer variant"):
         rag_eval.answer_variants("poem")
     with pytest.raises(UniragError, match="unknown evidence scorer"):

@@ -155,6 +155,24 @@ def test_answer_modes(tiny, mode):
     assert ("In short:" in text) == (mode == "both")
 
 
+def test_a_generated_answer_may_decode_context_aware(tiny, monkeypatch):
+    """`AskSettings.contrast` reaches the model with the same prompt minus its passages."""
+    seen = {}
+    real = tiny.generate
+
+    def spy(messages, **kwargs):
+        seen.update(kwargs, messages=messages)
+        return real(messages, **kwargs)
+
+    monkeypatch.setattr(tiny, "generate", spy)
+    answer_hits(tiny, "How does a loop return a value?", hits(),
+                AskSettings(answer="generated", max_new_tokens=4, evidence_words=10, contrast=0.5, **NEVER)).read()
+    assert seen["contrast_weight"] == 0.5
+    plain = seen["without_context"]
+    assert plain[:-1] == seen["messages"][:-1] and plain[-1]["content"] == "Question: How does a loop return a value?"
+    assert "Context:" in seen["messages"][-1]["content"]
+
+
 def test_quotes_are_shown_in_reading_order_led_by_the_best_explaining_one_unless_asked_otherwise(tiny):
     chunks = hits()
     def span(hit, start, end, score, likelihood):
@@ -218,6 +236,7 @@ def test_no_hits_says_so(tiny):
 @pytest.mark.parametrize("kwargs, message", [({"answer": "poem"}, "unknown answer mode"),
                                              ({"top_k": 0}, "--top-k"), ({"retrieval": "x"}, "unknown retrieval"),
                                              ({"evidence_words": 0}, "evidence_words"),
+                                             ({"contrast": -0.5}, "context-aware"),
                                              ({"scorers": ("magic",)}, "unknown or no evidence scorer"),
                                              ({"scorers": ()}, "unknown or no evidence scorer")])
 def test_bad_settings_are_user_errors(kwargs, message):

@@ -166,7 +166,8 @@ def answer_variants(names: str | Sequence[str]) -> dict[str, Any]:
     `evidence.offer_order` turns), "@nolead" shows the quotes in reading order without the
     best-explaining one first, "@sentences" lets a generated answer go on past its first
     sentence and "@wordsN" (e.g. "@words48") gives the quoted evidence a budget of N words instead
-    of the answer mode's (`AskSettings.evidence_words`), so each lever is measured alone."""
+    of the answer mode's (`AskSettings.evidence_words`) and "@cadA" (e.g. "@cad0.5") decodes generated
+    tokens context-aware with weight A (`AskSettings.contrast`), so each lever is measured alone."""
     from dataclasses import replace
 
     from ..rag.ask import AskSettings
@@ -191,6 +192,9 @@ def answer_variants(names: str | Sequence[str]) -> dict[str, Any]:
                 continue
             if re.fullmatch(r"words[1-9][0-9]*", part):
                 settings = replace(settings, evidence_words=int(part[len("words"):]))
+                continue
+            if re.fullmatch(r"cad[0-9]+(\.[0-9]+)?", part):
+                settings = replace(settings, contrast=float(part[len("cad"):]))
                 continue
             scorers = tuple(part.split("+"))
             if not set(scorers) <= set(SCORERS):

@@ -87,6 +87,9 @@ class AskSettings:
     temperature: float = 0.0
     no_repeat_ngram: int = 0       # generated tokens only (decoding.py)
     repetition_penalty: float = 1.0
+    # context-aware decoding's weight for generated tokens (`decoding.contrast`, Shi et al. 2023);
+    # 0: off. Off by default: docs/RESULTS.md ("Answers") measures it
+    contrast: float = 0.0
     focused: bool = True           # generate from the evidence (True) or from the whole chunks
     # a focused answer ends after its first sentence, the one sentence ANSWER_SYSTEM asks for
     # (`loops.first_sentence`): the model goes on past it, away from the evidence and into loops
@@ -141,6 +144,8 @@ class AskSettings:
             raise UniragError("evidence_words must be at least 1")
         if self.max_new_tokens < 1:
             raise UniragError("--max-new-tokens must be at least 1")
+        if self.contrast < 0:
+            raise UniragError("contrast (context-aware decoding's weight) must be 0 (off) or more")
 
 
 @dataclass
@@ -230,7 +235,7 @@ def _generated(model, question: str, hits: list[Hit], spans, history, settings: 
                   temperature=settings.temperature, stream=True,
                   system=ANSWER_SYSTEM if settings.focused else None, on_loop=on_loop,
                   repetition=RepetitionControl(settings.no_repeat_ngram, settings.repetition_penalty),
-                  one_sentence=settings.focused and settings.one_sentence)
+                  one_sentence=settings.focused and settings.one_sentence, contrast=settings.contrast)
 
 
 def _pieces(model, question: str, hits: list[Hit], ev: evidence_mod.Evidence, abstained: bool,
