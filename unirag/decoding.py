@@ -11,9 +11,8 @@ Context-aware decoding (Shi et al. 2023, "Trusting Your Evidence") contrasts the
 prompt with its context against those of the same prompt without it: (1 + a) * with - a * without,
 so that tokens the context makes likelier gain and tokens the model would write anyway lose.
 `contrast` restricts it to tokens the context itself finds plausible (at least `PLAUSIBLE` of the
-best token's probability, the adaptive plausibility of Li et al. 2023's contrastive decoding): a
-small model's logits without context are noisy in the tail, and subtracting them alone can lift a
-token neither prompt would write.
+best token's probability, the adaptive plausibility of Li et al. 2023's contrastive decoding):
+without it, a token that is unlikely with the context but more unlikely without it can win.
 """
 
 from __future__ import annotations
@@ -58,7 +57,7 @@ def apply_repetition(logits: torch.Tensor, generated: Sequence[int], control: Re
     return logits
 
 
-PLAUSIBLE = 0.1
+PLAUSIBLE = 0.1  # Li et al.'s value; not tuned here
 
 
 def contrast(with_context: torch.Tensor, without: torch.Tensor, weight: float,
