@@ -324,8 +324,8 @@ def offer_order(fused: Sequence[float], scores: dict[str, list[float]], scorers:
     offered.
 
     Why: the scorers disagree on which unit answers: none ranks the answering unit first for
-    more than a third of the questions, and their first choices differ (docs/RESULTS.md, "Where
-    the answers are lost"). The fusion's first few are the units every scorer ranks fairly
+    more than about a third of the questions, and their first choices differ (docs/RESULTS.md,
+    "Where the answers are lost"). The fusion's first few are the units every scorer ranks fairly
     high; a budget of 3-4 quotes then leaves out a unit that one judge ranks first and another
     ranks low. Offered in turns, each judge's first choice is quoted beside the fusion's."""
     rankings = [list(np.argsort(-np.asarray(fused), kind="stable"))]
