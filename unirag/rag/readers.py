@@ -1,10 +1,10 @@
 """Files -> text, and a reason for every file that could not be read.
 
 Ingest must never stop on one bad file, so each step returns either a result or a `Skipped` with a
-one-line reason that ends up in the summary. Markdown, MDX, reStructuredText, AsciiDoc, HTML, PDF
-and notebooks all come out as Markdown-style text (ATX `#` headings), so the chunker has one heading
-syntax to follow; of an HTML page only its main content is read, not the navigation and footer it
-shares with its site; a Markdown file's front matter gives the page its title and first paragraph.
+one-line reason that ends up in the summary. Markdown (MyST's too), MDX, reStructuredText, AsciiDoc,
+HTML, PDF and notebooks all come out as Markdown-style text (ATX `#` headings), so the chunker has
+one heading syntax to follow; of an HTML page only its main content is read, not the navigation and
+footer it shares with its site; a Markdown file's front matter gives the page its title and first paragraph.
 Symlinks are never followed: that rules out loops and files outside the folder in one rule.
 """
 
@@ -23,6 +23,7 @@ from . import includes
 from .asciidoc import asciidoc_to_markdown
 from .chunking import HEADING, markdown_title, outside_code
 from .mdx import mdx_to_markdown
+from .myst import looks_like_myst, myst_to_markdown
 from .notebook import NotANotebook, notebook_to_markdown
 from .pdf import pdf_to_markdown
 from .rst import looks_like_rst, rst_to_markdown
@@ -45,15 +46,19 @@ DEFAULT_MAX_BYTES = 20 * 1024 * 1024
 # 9: a definition's text after the definitions nested in it comes after its term again; 10: a
 # tooltip's "ⓘ" (rustdoc) dropped as a mark
 # markdown 1: HTML comments dropped (outside code); 2: front matter read (title, description);
-# 3 (and mdx, notebook 1): footnote marks dropped (`strip_footnote_marks`). (mdBook's includes need
+# 3 (and mdx, notebook 1): footnote marks dropped (`strip_footnote_marks`); myst 4: a Markdown file
+# written in MyST, its directives, roles, targets and comments read as the page shows them
+# (`myst.py`; a number of its own, after markdown's 3, so that plain Markdown files keep their
+# reading and MyST ones, which were read as plain Markdown, are read again). (mdBook's includes need
 # no number: read in place, they change the bytes a page's hash is taken of, `read_bytes`)
 # rst 1: directives, literal blocks, roles and links read (`rst.py`), not only section titles;
 # a .txt file written in RST (Sphinx's include fragments, older Sphinx sources) is read as one;
 # 2: include directives read in place (`includes.py`); 3: a role's "<...>" read as its target only
-# after a space (":ref:`title <target>`"), so ":genex:`$<TARGET_OBJECTS>`" keeps its text
+# after a space (":ref:`title <target>`"), so ":genex:`$<TARGET_OBJECTS>`" keeps its text;
+# 4: a list-table's rows as table rows, a directive as a list item, sphinx-design's boxes, Click's examples
 # pdf 1: running headers, footers and page numbers dropped, headings found by type size (`pdf.py`);
 # 2: paragraphs found by their spacing, monospace lines fenced as code
-READER_FORMATS = {"html": 10, "markdown": 3, "mdx": 1, "notebook": 1, "pdf": 2, "rst": 3}
+READER_FORMATS = {"html": 10, "markdown": 3, "myst": 4, "mdx": 1, "notebook": 1, "pdf": 2, "rst": 4}
 # A file that reads fine but is no page is skipped (`skip_reason`): an HTML page that asks not to be
 # indexed, an mdBook's SUMMARY.md. Such files have a number of their own, which no reading takes,
 # so that ingest drops the chunks an earlier reading stored for them
@@ -223,6 +228,8 @@ def reader_format(file: SourceFile, data: bytes) -> int:
         return SKIPPED_FORMAT
     if file.kind == "text" and looks_like_rst(decode(data)[0] or ""):
         return READER_FORMATS["rst"]
+    if file.kind == "markdown" and looks_like_myst(decode(data)[0] or ""):
+        return READER_FORMATS["myst"]
     return READER_FORMATS.get(file.kind, 0)
 
 
@@ -240,8 +247,8 @@ def parse(file: SourceFile, data: bytes) -> Document | Skipped:
         text, title = html_to_markdown(text)
     elif file.kind == "rst" or (file.kind == "text" and looks_like_rst(text)):
         text = rst_to_markdown(text)
-    elif file.kind == "markdown":
-        text, title = read_front_matter(markdown_prose(text))
+    elif file.kind == "markdown":  # MyST (Sphinx's Markdown) read as the page shows it
+        text, title = read_front_matter(markdown_prose(myst_to_markdown(text) if looks_like_myst(text) else text))
     elif file.kind == "mdx":  # the front matter first: its fields are no module statements or tags
         text, title = read_front_matter(text)
         text = markdown_prose(mdx_to_markdown(text))

@@ -17,8 +17,12 @@ not know Sphinx's directives and roles without Sphinx); it rewrites the construc
   layout of a term and its definition that the evidence quotes together (`whole_thoughts.term_of`);
 - directives that show nothing by themselves (`toctree`, `index`, `raw`, `image`, comments, link
   targets, substitution definitions) are dropped, as is an `include` or `literalinclude` that
-  the reader could not read in place (`includes.py` replaces the others by the text they name); `only` and other containers
-  keep their body;
+  the reader could not read in place (`includes.py` replaces the others by the text they name);
+  a list item that is a directive ("*   .. autoclass:: Choice") reads as that directive;
+- `only` and other containers (sphinx-design's tab sets and grids among them) keep their body,
+  titled boxes (a tab item, a dropdown, a card) show their title as a paragraph before it, and a
+  `list-table` shows its rows as table rows; pallets-sphinx-themes' `click:example` is code, and
+  `click:run`, whose output Sphinx makes by running it, is dropped;
 - indented bodies are dedented (definition lists, block quotes, directive bodies);
 - inline: ``literal`` and code-like roles (:func:`x`, :command:`x`, ...) -> `x`, text roles
   (:ref:`Title <target>`, :doc:, :term:, ...) -> their text, :pep:`8` -> PEP 8, `text <url>`_
@@ -32,6 +36,8 @@ import textwrap
 
 _ADORN = re.compile(r"^([=\-~^\"'`#*+<>:._])\1+\s*$")
 _DIRECTIVE = re.compile(r"^\.\.\s+([\w:.+-]+)::(?:\s+(.*))?$")
+# a list item that is a directive ("*   .. autoclass:: Choice"), as Click's docs list their types
+_LISTED_DIRECTIVE = re.compile(r"^(?:[-*+]|\d+[.)]|#\.)\s+(\.\.\s+[\w:.+-]+::(?:\s+.*)?)$")
 _OPTION_LINE = re.compile(r"^:[\w -]+:(?:\s|$)")
 # a grid or simple table's rule line ("+----+----+", "====  ====") or a transition ("----")
 _TABLE_RULE = re.compile(r"^\s*(?=[-=+| ]*[-=]{3})[-=+| ]+$")
@@ -47,8 +53,15 @@ DROPPED = {"toctree", "index", "include", "literalinclude", "image", "figure", "
            "target-notes", "title", "spelling:word-list"}
 CONTAINERS = {"only", "container", "rst-class", "class", "ifconfig", "tab", "tabs", "group-tab",
               "glossary", "list-table", "table", "csv-table", "centered", "hlist", "compound",
-              "epigraph", "highlights", "pull-quote", "line-block"}
-TITLED = {"topic", "sidebar", "rubric"}  # their argument is a title, shown as a paragraph
+              "epigraph", "highlights", "pull-quote", "line-block",
+              "tab-set", "tab-set-code", "grid", "grid-item"}  # sphinx-design's layout boxes
+TITLED = {"topic", "sidebar", "rubric",  # their argument is a title, shown as a paragraph
+          "tab-item", "dropdown", "card", "grid-item-card"}  # sphinx-design's titled boxes
+# directives known by their full name, whose last part alone says too little ("example", "run"):
+# pallets-sphinx-themes' `click:example` shows its body as code, `click:run` the output of running
+# an example, which the source does not hold (its body is the Python call that makes it)
+CODE_BY_NAME = {"click:example"}
+DROPPED_BY_NAME = {"click:run"}
 ADMONITIONS = {"note": "Note", "warning": "Warning", "tip": "Tip", "important": "Important",
                "caution": "Caution", "attention": "Attention", "danger": "Danger", "error": "Error",
                "hint": "Hint", "seealso": "See also", "todo": "To do", "impl-detail": "CPython implementation detail"}
@@ -134,7 +147,8 @@ def _blocks(lines: list[str], depth: int = 0) -> list[str]:
     i = 0
     while i < len(lines):
         line = lines[i]
-        directive = _DIRECTIVE.match(line)
+        listed = _LISTED_DIRECTIVE.match(line)
+        directive = _DIRECTIVE.match(listed.group(1) if listed else line)
         if directive:
             body, i = _indented_block(lines, i + 1)
             name, arg = directive.group(1).lower(), (directive.group(2) or "").strip()
@@ -191,9 +205,9 @@ def _directive(name: str, arg: str, body: list[str], depth: int) -> list[str]:
     head, rest = _split_options(body)
     options = [line for line in head if _OPTION_LINE.match(line.strip())]
     continued = [line.strip() for line in head if not _OPTION_LINE.match(line.strip())]
-    if short in DROPPED:
+    if short in DROPPED or name in DROPPED_BY_NAME:
         return []
-    if short in CODE:
+    if short in CODE or name in CODE_BY_NAME:
         language = arg.split()[0] if arg and short in ("code-block", "code", "sourcecode") else ""
         return _fenced(language, [line for line in head if not _OPTION_LINE.match(line.strip())] + rest)
     if short in VERSIONS or short in ADMONITIONS or short == "admonition":
@@ -207,6 +221,8 @@ def _directive(name: str, arg: str, body: list[str], depth: int) -> list[str]:
             text, rest = _first_paragraph(rest)
         line = f"{label}: {text}" if text else (f"{label}." if short in VERSIONS else f"{label}:")
         return ["", line, "", *_blocks(rest, depth), ""]
+    if short == "list-table" and (rows := _list_table_rows(rest if options else body)):
+        return ["", *rows, ""]
     if short in CONTAINERS:
         return ["", *_blocks(rest if options else body, depth), ""]
     if short in TITLED:
@@ -214,6 +230,31 @@ def _directive(name: str, arg: str, body: list[str], depth: int) -> list[str]:
     # an object description: each signature a line in a code span, then what it says about it
     signatures = [s for s in [arg, *continued] if s]
     return ["", *(f"`{s}`" for s in signatures), "", *_blocks(rest, depth), ""]
+
+
+_ROW_START = re.compile(r"^[*-]\s+[*-](?:\s+(.*))?$")  # "* - first cell" opens a row
+_CELL_START = re.compile(r"^\s+[*-](?:\s+(.*))?$")      # "  - next cell"
+
+
+def _list_table_rows(body: list[str]) -> list[str]:
+    """A `list-table`'s rows as Markdown table rows (one line each, "| a | b |", a delimiter row
+    after the first), as the page shows them; [] when the body is not two-level list."""
+    rows: list[list[str]] = []
+    for line in body:
+        row, cell = _ROW_START.match(line), _CELL_START.match(line)
+        if row:
+            rows.append([(row.group(1) or "").strip()])
+        elif cell and rows:
+            rows[-1].append((cell.group(1) or "").strip())
+        elif line.strip() and rows:
+            rows[-1][-1] = f"{rows[-1][-1]} {line.strip()}".strip()
+        elif line.strip():
+            return []
+    if not rows:
+        return []
+    lines = ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
+    # ":---" so that `rst_to_markdown` does not take the delimiter for a grid table's rule line
+    return [lines[0], "|" + " :--- |" * len(rows[0]), *lines[1:]]
 
 
 def _first_paragraph(lines: list[str]) -> tuple[str, list[str]]:
@@ -239,7 +280,14 @@ _ESCAPE = re.compile(r"\\(.)")
 
 
 def _role(match: re.Match) -> str:
-    role, content = match.group(1).lower(), match.group(2)
+    return role_text(match.group(1), match.group(2))
+
+
+def role_text(role: str, content: str) -> str:
+    """A role's text as a page shows it: a code-like role's content in a code span, a text role's
+    (`ref`, `doc`, `term`, ...) as prose; "title <target>" shows its title. MyST's
+    `{role}`content`` (`myst.py`) reads the same way."""
+    role = role.lower()
     # "title <target>" (a space before "<"), or "<target>" alone; "$<TARGET_OBJECTS>" (a CMake
     # generator expression) and "vector<int>" are the content itself
     titled = re.fullmatch(r"(?:(.*?)\s+)?<([^<>]+)>", content, re.DOTALL)
