@@ -24,6 +24,10 @@ from unirag.rag.mentions import never_mentioned as names_never_mentioned
     ("When is `if let` more convenient than `match`?", ["let", "match"]),   # backticks; "if" is too short
     ("Can I name it like MyProj::core in the build?", []),                  # the user's own example
     ("Is there a variable called CMAKE_FOO for it?", []),
+    ("With prefix DEPLOY, what is the variable for it?", []),               # after the kind it is
+    ("Does the subcommand PushImage see the variable MY_FLAG?", []),
+    ("How do I parse numbers like 0x1F or 2e5?", []),                       # numbers, not names
+    ("Does 0x1F parse in Python?", ["Python"]),
     ("Looking up 'Europe/Berlin' fails on Windows.", ["Windows"]),          # quoted: an example value
     ("How do I read a file?", []),
     ("Can I run it on a PC?", []),                                          # two letters: too short to tell

@@ -10,9 +10,10 @@ both honest and checkable.
 
 A name is a word of the question that is capitalised past its sentence's first word ("Django"),
 shaped like code or an acronym ("DataFrame", "SIMD", "utf8", "store_true"), or inside backticks;
-words of three letters or more only. A name right after "like", "such as", "e.g.", "named" or
-"called", or inside quotes, is the user's own example ("a namespaced name like MyProj::core",
-"'Europe/Berlin'"): the documents need not hold it. Whether the documents mention a name is read
+words of three letters or more only, each starting where a token does ("0x1F" is a number). A name
+right after "like", "such as", "e.g.", "named" or "called", after the kind of thing it is ("with
+prefix DEPLOY", "the variable MY_FLAG": `_KINDS`), or inside quotes, is the user's own example ("a
+namespaced name like MyProj::core", "'Europe/Berlin'"): the documents need not hold it. Whether the documents mention a name is read
 from the collection's BM25 vocabulary (`lexical.LexicalIndex.mentions`: stemmed, so "Makefiles"
 finds "Makefile"); a name written as one word counts as mentioned where each of its parts is
 ("NodeJS" in documents that write "Node.js"). One mentioned name is enough to keep answering: "load
@@ -26,9 +27,15 @@ import re
 _SENTENCE = re.compile(r"(?<=[.?!])\s+")
 _QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"|“[^”]*”|‘[^’]*’")
 _BACKTICKED = re.compile(r"`([^`]+)`")
-_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+# a word starts where a token does: "0x1F" and "2e5" are numbers, not the names "x1F" and "e5"
+_WORD = re.compile(r"(?<![A-Za-z0-9_])[A-Za-z][A-Za-z0-9_]*")
 _CODE_SHAPED = re.compile(r"[a-z][A-Z]|[A-Z]{2}|\d|[A-Za-z0-9]_[A-Za-z0-9]")
-_EXAMPLE_CUE = re.compile(r"(?:\blike|\bsuch as|\be\.g\.|\bnamed|\bcalled)[\s,:(]*$", re.IGNORECASE)
+# what introduces the user's own example: "like", "such as", "named", or the kind of thing it is
+# ("with prefix DEPLOY", "a variable MY_FLAG", "the subcommand push-image")
+_KINDS = ("prefix", "variable", "value", "option", "flag", "argument", "parameter", "file", "folder",
+          "directory", "command", "subcommand", "key", "field", "column", "table", "branch", "tag")
+_EXAMPLE_CUE = re.compile(r"(?:\blike|\bsuch as|\be\.g\.|\bnamed|\bcalled|\b(?:%s)s?)[\s,:(]*$" % "|".join(_KINDS),
+                          re.IGNORECASE)
 MIN_LETTERS = 3
 
 
