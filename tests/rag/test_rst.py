@@ -36,6 +36,9 @@ CASES = [
      ".. list-table:: Examples\n    :header-rows: 1\n\n    * - Arguments\n      - Name\n"
      "    * - ``\"-f\"``\n      - f, the\n        short one\n",
      "| Arguments | Name |\n| :--- | :--- |\n| `\"-f\"` | f, the short one |\n"),
+    ("a list item that is a directive keeps its bullet",
+     "* Plain.\n* .. versionadded:: 3.6\n  With an emulator.\n",
+     "* Plain.\n\n* New in version 3.6: With an emulator.\n"),
     ("a list item that is a directive: a dropped one leaves nothing",
      "Types:\n\n*   .. autoclass:: Choice\n       :noindex:\n\nNext.\n",
      "Types:\n\nNext.\n"),
@@ -46,6 +49,12 @@ CASES = [
      ".. click:example::\n\n    @click.command()\n    def hello():\n        pass\n\n"
      ".. click:run::\n\n    invoke(hello, args=['--help'])\n\nDone.\n",
      "```\n@click.command()\ndef hello():\n    pass\n```\n\nDone.\n"),
+    ("an admonition's first paragraph may introduce a literal block with '::'",
+     ".. note::\n\n   The formula is::\n\n       1024 * N\n\n   Done.\n",
+     "Note: The formula is:\n\n```\n1024 * N\n```\n\nDone.\n"),
+    ("a one-word reference reads as its word; code names with underscores stay",
+     "See scrypt_ and PEP_ 8, not __init__, snake_case, x_1 or :prop_tgt:`A_B_<CONFIG>`.\n",
+     "See scrypt and PEP 8, not __init__, snake_case, x_1 or `A_B_<CONFIG>`.\n"),
     ("an admonition with its text after a blank line",
      ".. note::\n\n   Paths are relative.\n   Always.\n\nNext.\n",
      "Note: Paths are relative. Always.\n\nNext.\n"),

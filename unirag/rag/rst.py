@@ -37,7 +37,7 @@ import textwrap
 _ADORN = re.compile(r"^([=\-~^\"'`#*+<>:._])\1+\s*$")
 _DIRECTIVE = re.compile(r"^\.\.\s+([\w:.+-]+)::(?:\s+(.*))?$")
 # a list item that is a directive ("*   .. autoclass:: Choice"), as Click's docs list their types
-_LISTED_DIRECTIVE = re.compile(r"^(?:[-*+]|\d+[.)]|#\.)\s+(\.\.\s+[\w:.+-]+::(?:\s+.*)?)$")
+_LISTED_DIRECTIVE = re.compile(r"^([-*+]|\d+[.)]|#\.)\s+(\.\.\s+[\w:.+-]+::(?:\s+.*)?)$")
 _OPTION_LINE = re.compile(r"^:[\w -]+:(?:\s|$)")
 # a grid or simple table's rule line ("+----+----+", "====  ====") or a transition ("----")
 _TABLE_RULE = re.compile(r"^\s*(?=[-=+| ]*[-=]{3})[-=+| ]+$")
@@ -148,11 +148,15 @@ def _blocks(lines: list[str], depth: int = 0) -> list[str]:
     while i < len(lines):
         line = lines[i]
         listed = _LISTED_DIRECTIVE.match(line)
-        directive = _DIRECTIVE.match(listed.group(1) if listed else line)
+        directive = _DIRECTIVE.match(listed.group(2) if listed else line)
         if directive:
             body, i = _indented_block(lines, i + 1)
             name, arg = directive.group(1).lower(), (directive.group(2) or "").strip()
-            out += _directive(name, arg, _dedent(body), depth + 1)
+            shown = _directive(name, arg, _dedent(body), depth + 1)
+            first = next((k for k, text in enumerate(shown) if text.strip()), None)
+            if listed and first is not None:  # the item keeps its bullet: "* New in version 3.6: ..."
+                shown[first] = f"{listed.group(1)} {shown[first]}"
+            out += shown
             continue
         if line.startswith("..") and (line.strip() == ".." or line.startswith(".. ")):
             _, i = _indented_block(lines, i + 1)  # a comment, link target or substitution definition
@@ -220,7 +224,9 @@ def _directive(name: str, arg: str, body: list[str], depth: int) -> list[str]:
         if not text:  # the body starts after a blank line: its first paragraph is what the note says
             text, rest = _first_paragraph(rest)
         line = f"{label}: {text}" if text else (f"{label}." if short in VERSIONS else f"{label}:")
-        return ["", line, "", *_blocks(rest, depth), ""]
+        # read with the rest, so that a first paragraph ending in "::" introduces the literal
+        # block after it, as anywhere else
+        return ["", *_blocks([line, "", *rest], depth), ""]
     if short == "list-table" and (rows := _list_table_rows(rest if options else body)):
         return ["", *rows, ""]
     if short in CONTAINERS:
@@ -275,6 +281,9 @@ _LITERAL = re.compile(r"(``.+?``)", re.DOTALL)
 _ROLE = re.compile(r":(?:[\w-]+:)?([\w-]+):`((?:[^`\\]|\\.)+)`")
 _LINK = re.compile(r"`([^`<]*?)\s*<[^`<>]+>`__?")
 _NAMED_REFERENCE = re.compile(r"`([^`]+)`__?(?!\w)")
+# a one-word reference, "scrypt_" (a link to the target named "scrypt"); not "__init__" or "x_"'s code
+_WORD_REFERENCE = re.compile(r"(?<![\w`<])([A-Za-z][\w.-]*[A-Za-z0-9])__?(?=[\s.,;:!?)\]]|$)")
+_CODE_SPAN = re.compile(r"(`[^`]*`)")
 _FOOTNOTE = re.compile(r"\s?\[(?:#[\w-]*|\d+|\*)\]_")
 _ESCAPE = re.compile(r"\\(.)")
 
@@ -310,7 +319,7 @@ def role_text(role: str, content: str) -> str:
 def inline(text: str) -> str:
     """Inline markup rewritten (roles, literals, links, footnote references, escapes); a literal
     may wrap onto the next line, not across a blank one."""
-    if "`" not in text and "\\" not in text and "]_" not in text:
+    if "`" not in text and "\\" not in text and "_" not in text:
         return text
     paragraphs = re.split(r"(\n[ \t]*\n)", text)
     if len(paragraphs) > 1:  # markup never spans paragraphs: an unmatched quote stays in its own
@@ -324,6 +333,8 @@ def inline(text: str) -> str:
         piece = _ROLE.sub(_role, piece)
         piece = _LINK.sub(lambda m: m.group(1), piece)
         piece = _NAMED_REFERENCE.sub(lambda m: m.group(1), piece)
+        piece = "".join(part if k % 2 else _WORD_REFERENCE.sub(lambda m: m.group(1), part)
+                        for k, part in enumerate(_CODE_SPAN.split(piece)))  # not in the roles' code
         piece = _FOOTNOTE.sub("", piece)
         out.append(_ESCAPE.sub(lambda m: "" if m.group(1) == " " else m.group(1), piece))
     return "".join(out)
