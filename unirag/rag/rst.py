@@ -51,11 +51,12 @@ DROPPED = {"toctree", "index", "include", "literalinclude", "image", "figure", "
            "automodule", "autoclass", "autofunction", "automethod", "autoattribute", "autodata",
            "autoexception", "cmake-module", "graphviz", "plot", "role", "sectnum", "header", "footer",
            "target-notes", "title", "spelling:word-list"}
-CONTAINERS = {"only", "container", "rst-class", "class", "ifconfig", "tab", "tabs", "group-tab",
+CONTAINERS = {"only", "container", "rst-class", "class", "ifconfig", "tabs",
               "glossary", "list-table", "table", "csv-table", "centered", "hlist", "compound",
               "epigraph", "highlights", "pull-quote", "line-block",
               "tab-set", "tab-set-code", "grid", "grid-item"}  # sphinx-design's layout boxes
 TITLED = {"topic", "sidebar", "rubric",  # their argument is a title, shown as a paragraph
+          "tab", "group-tab",  # sphinx-tabs' and sphinx-inline-tabs' tabs ("Linux", "MacOS")
           "tab-item", "dropdown", "card", "grid-item-card"}  # sphinx-design's titled boxes
 # directives known by their full name, whose last part alone says too little ("example", "run"):
 # pallets-sphinx-themes' `click:example` shows its body as code, `click:run` the output of running
