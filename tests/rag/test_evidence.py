@@ -252,6 +252,8 @@ def test_bad_settings_are_user_errors(kwargs, message):
     ('<Listing file-name="src/main.rs" caption="A `Vec<T>` of closures">', False),
     ('<Listing number="1-2" file-name="src/main.rs">', False), ("</Listing>", False),
     ('<div title="Arrows -> point here">', False), ("Is a < b and c > d here?", True),
+    ("New in version 20.1.", False), ("Added in version 3.12", False),
+    ("New in version 3.6: The target is cross-compiled.", True),
 ])
 def test_quotable_units_say_something_in_words(text, expected):
     from unirag.rag.whole_thoughts import quotable

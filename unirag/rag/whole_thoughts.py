@@ -37,12 +37,18 @@ _LETTER = re.compile(r"[A-Za-z]")
 MIN_WORDS = 2  # a unit with fewer words of letters once markup is removed is not quoted
 
 
+# a version note with nothing after it, as Sphinx renders `versionadded` without text
+_VERSION_ALONE = re.compile(r"\s*(?:New|Added|Changed|Deprecated|Removed) (?:in|since) version [\w.]+\.?\s*")
+
+
 def quotable(text: str) -> bool:
     """Whether a unit says something in words: at least MIN_WORDS words of letters remain once
-    markup (tags, includes, link definitions, paths) is taken out. A tag is markup whatever its
+    markup (tags, includes, link definitions, paths) is taken out, and it is more than a version
+    note ("New in version 20.1.", which says when, not what). A tag is markup whatever its
     attributes say: an mdBook listing's caption names the code below it ("Listing 1-1: A program
     that prints `Hello, world!`") and answers nothing."""
-    return len(_WORD_OF_LETTERS.findall(_MARKUP.sub(" ", text))) >= MIN_WORDS
+    return (len(_WORD_OF_LETTERS.findall(_MARKUP.sub(" ", text))) >= MIN_WORDS
+            and not _VERSION_ALONE.fullmatch(text))
 
 
 _ASKS = re.compile(r"\?[\"'”’)\]*_`]*\s*$")  # a question mark, then at most closing marks
