@@ -155,16 +155,10 @@ def _directive(name: str, argument: str, body: list[str], depth: int) -> list[st
         language = argument.split()[0] if argument and short in LANGUAGE_ARGUMENT else ""
         fence = "~~~" if any(line.lstrip().startswith("```") for line in body) else "```"
         return ["", f"{fence}{language}", *body, fence, ""] if body else []
-    if short in rst.VERSIONS or short in rst.ADMONITIONS or short == "admonition":
-        if short in rst.VERSIONS:
-            version, _, said = argument.partition(" ")
-            label = f"{rst.VERSIONS[short]} {version}"
-        else:
-            label, said = (argument, "") if short == "admonition" else (rst.ADMONITIONS[short], argument)
+    if short in rst.NOTES:
+        label, said = rst.note_label(short, argument)
         text, rest = _first_paragraph(body)
-        text = " ".join(part for part in (said, text) if part)
-        text = _roles(text)
-        line = f"{label}: {text}" if text else (f"{label}." if short in rst.VERSIONS else f"{label}:")
+        line = rst.note_line(short, label, _roles(" ".join(part for part in (said, text) if part)))
         return ["", line, "", *_read(rest, depth), ""]
     if short in rst.CONTAINERS:
         return ["", *_read(body, depth), ""]

@@ -69,6 +69,7 @@ ADMONITIONS = {"note": "Note", "warning": "Warning", "tip": "Tip", "important": 
 VERSIONS = {"versionadded": "New in version", "versionchanged": "Changed in version",
             "deprecated": "Deprecated since version", "versionremoved": "Removed in version",
             "deprecated-removed": "Deprecated since version"}
+NOTES = set(VERSIONS) | set(ADMONITIONS) | {"admonition"}  # read as "Label: what it says"
 # roles whose text is prose, not a name in code: shown without backticks
 TEXT_ROLES = {"ref", "doc", "term", "manual", "abbr", "guilabel", "menuselection", "dfn", "emphasis",
               "strong", "title-reference", "math", "sub", "sup", "numref", "download", "kbd", "any",
@@ -215,16 +216,12 @@ def _directive(name: str, arg: str, body: list[str], depth: int) -> list[str]:
     if short in CODE or name in CODE_BY_NAME:
         language = arg.split()[0] if arg and short in ("code-block", "code", "sourcecode") else ""
         return _fenced(language, [line for line in head if not _OPTION_LINE.match(line.strip())] + rest)
-    if short in VERSIONS or short in ADMONITIONS or short == "admonition":
-        if short in VERSIONS:
-            version, _, said = arg.partition(" ")
-            label = f"{VERSIONS[short]} {version}"
-        else:
-            label, said = (arg, "") if short == "admonition" else (ADMONITIONS[short], arg)
+    if short in NOTES:
+        label, said = note_label(short, arg)
         text = " ".join([said, *continued]).strip()
         if not text:  # the body starts after a blank line: its first paragraph is what the note says
             text, rest = _first_paragraph(rest)
-        line = f"{label}: {text}" if text else (f"{label}." if short in VERSIONS else f"{label}:")
+        line = note_line(short, label, text)
         # read with the rest, so that a first paragraph ending in "::" introduces the literal
         # block after it, as anywhere else
         return ["", *_blocks([line, "", *rest], depth), ""]
@@ -262,6 +259,21 @@ def _list_table_rows(body: list[str]) -> list[str]:
     lines = ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
     # ":---" so that `rst_to_markdown` does not take the delimiter for a grid table's rule line
     return [lines[0], "|" + " :--- |" * len(rows[0]), *lines[1:]]
+
+
+def note_label(name: str, argument: str) -> tuple[str, str]:
+    """(the label Sphinx renders a note or version note with, what its argument says):
+    ("New in version 3.1", ""), ("Warning", "Do not run as root."); an `admonition`'s argument
+    is its title. MyST's notes (`myst.py`) read the same way."""
+    if name in VERSIONS:
+        version, _, said = argument.partition(" ")
+        return f"{VERSIONS[name]} {version}", said
+    return (argument, "") if name == "admonition" else (ADMONITIONS[name], argument)
+
+
+def note_line(name: str, label: str, text: str) -> str:
+    """The note as one paragraph: "Note: ...", or its label alone ("New in version 3.1.")."""
+    return f"{label}: {text}" if text else (f"{label}." if name in VERSIONS else f"{label}:")
 
 
 def _first_paragraph(lines: list[str]) -> tuple[str, list[str]]:
