@@ -13,11 +13,12 @@ shaped like code or an acronym ("DataFrame", "SIMD", "utf8", "store_true"), or i
 words of three letters or more only, each starting where a token does ("0x1F" is a number). A name
 right after "like", "such as", "e.g.", "named" or "called", after the kind of thing it is ("with
 prefix DEPLOY", "the variable MY_FLAG": `_KINDS`), or inside quotes, is the user's own example ("a
-namespaced name like MyProj::core", "'Europe/Berlin'"): the documents need not hold it. Whether the documents mention a name is read
-from the collection's BM25 vocabulary (`lexical.LexicalIndex.mentions`: stemmed, so "Makefiles"
-finds "Makefile"); a name written as one word counts as mentioned where each of its parts is
-("NodeJS" in documents that write "Node.js"). One mentioned name is enough to keep answering: "load
-my Rust library from Python" is answered by a Rust manual that never says "Python".
+namespaced name like MyProj::core", "'Europe/Berlin'"): the documents need not hold it. Whether
+the documents mention a name is read from the collection's BM25 vocabulary
+(`lexical.LexicalIndex.mentions`: stemmed, so "Makefiles" finds "Makefile"); a name written as one
+word counts as mentioned where each of its parts is ("NodeJS" in documents that write "Node.js").
+One mentioned name is enough to keep answering: "load my Rust library from Python" is answered by
+a Rust manual that never says "Python".
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ _CODE_SHAPED = re.compile(r"[a-z][A-Z]|[A-Z]{2}|\d|[A-Za-z0-9]_[A-Za-z0-9]")
 # ("with prefix DEPLOY", "a variable MY_FLAG", "the subcommand push-image")
 _KINDS = ("prefix", "variable", "value", "option", "flag", "argument", "parameter", "file", "folder",
           "directory", "command", "subcommand", "key", "field", "column", "table", "branch", "tag")
-_EXAMPLE_CUE = re.compile(r"(?:\blike|\bsuch as|\be\.g\.|\bnamed|\bcalled|\b(?:%s)s?)[\s,:(]*$" % "|".join(_KINDS),
-                          re.IGNORECASE)
+_EXAMPLE_CUE = re.compile(r"(?:\blike|\bsuch as|\be\.g\.|\bnamed|\bcalled|\b(?:%s)s?)[\s,:(]*$"
+                          % "|".join(_KINDS), re.IGNORECASE)
 MIN_LETTERS = 3
 
 

@@ -4,8 +4,8 @@ Ingest must never stop on one bad file, so each step returns either a result or 
 one-line reason that ends up in the summary. Markdown (MyST's too), MDX, reStructuredText, AsciiDoc,
 HTML, PDF and notebooks all come out as Markdown-style text (ATX `#` headings), so the chunker has
 one heading syntax to follow; of an HTML page only its main content is read, not the navigation and
-footer it shares with its site; a Markdown file's front matter gives the page its title and first paragraph.
-Symlinks are never followed: that rules out loops and files outside the folder in one rule.
+footer it shares with its site; a Markdown file's front matter gives the page its title and first
+paragraph. Symlinks are never followed: that rules out loops and files outside the folder in one rule.
 """
 
 from __future__ import annotations
@@ -49,8 +49,9 @@ DEFAULT_MAX_BYTES = 20 * 1024 * 1024
 # 3 (and mdx, notebook 1): footnote marks dropped (`strip_footnote_marks`); myst 4: a Markdown file
 # written in MyST, its directives, roles, targets and comments read as the page shows them
 # (`myst.py`; a number of its own, after markdown's 3, so that plain Markdown files keep their
-# reading and MyST ones, which were read as plain Markdown, are read again); 5: a tab's title shown. (mdBook's includes need
-# no number: read in place, they change the bytes a page's hash is taken of, `read_bytes`)
+# reading and MyST ones, which were read as plain Markdown, are read again); 5: a tab's title
+# shown. (mdBook's includes need no number: read in place, they change the bytes a page's hash is
+# taken of, `read_bytes`)
 # rst 1: directives, literal blocks, roles and links read (`rst.py`), not only section titles;
 # a .txt file written in RST (Sphinx's include fragments, older Sphinx sources) is read as one;
 # 2: include directives read in place (`includes.py`); 3: a role's "<...>" read as its target only
@@ -249,7 +250,8 @@ def parse(file: SourceFile, data: bytes) -> Document | Skipped:
     elif file.kind == "rst" or (file.kind == "text" and looks_like_rst(text)):
         text = rst_to_markdown(text)
     elif file.kind == "markdown":  # MyST (Sphinx's Markdown) read as the page shows it
-        text, title = read_front_matter(markdown_prose(myst_to_markdown(text) if looks_like_myst(text) else text))
+        text = myst_to_markdown(text) if looks_like_myst(text) else text
+        text, title = read_front_matter(markdown_prose(text))
     elif file.kind == "mdx":  # the front matter first: its fields are no module statements or tags
         text, title = read_front_matter(text)
         text = markdown_prose(mdx_to_markdown(text))
