@@ -43,10 +43,10 @@ CASES = [
      "`echo(message=None)`\n\nPrints a message.\n"),
     ("a tab shows its title: the answer may be under it",
      "````{tab} MacOS\n```\n~/Library/Caches/pip\n```\n````\n",
-     "MacOS\n\n```\n~/Library/Caches/pip\n```\n"),
+     "MacOS:\n\n```\n~/Library/Caches/pip\n```\n"),
     ("sphinx-design boxes: containers keep their body, titled ones show the title",
      "::::{tab-set}\n:::{tab-item} pip\nRun pip.\n:::\n::::\n",
-     "pip\n\nRun pip.\n"),
+     "pip: Run pip.\n"),
 ]
 
 

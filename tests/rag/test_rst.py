@@ -44,7 +44,10 @@ CASES = [
      "Types:\n\nNext.\n"),
     ("sphinx-design: a tab set keeps its items, each under its title",
      ".. tab-set::\n\n   .. tab-item:: pip\n\n      Run pip.\n\n   .. tab-item:: conda\n\n      Run conda.\n",
-     "pip\n\nRun pip.\n\nconda\n\nRun conda.\n"),
+     "pip: Run pip.\n\nconda: Run conda.\n"),
+    ("a tab's title labels the code it holds; a box without a title holds its text alone",
+     ".. tab:: Linux\n\n   .. code-block:: sh\n\n      ls\n\n.. dropdown::\n   Some text.\n",
+     "Linux:\n\n```sh\nls\n```\n\nSome text.\n"),
     ("Click's examples are code; what running one shows is not in the source",
      ".. click:example::\n\n    @click.command()\n    def hello():\n        pass\n\n"
      ".. click:run::\n\n    invoke(hello, args=['--help'])\n\nDone.\n",

@@ -12,8 +12,9 @@ What is rewritten, as `rst.py` rewrites the same directives and roles in RST:
   directives (`code-block`, `code-cell`, `math`, ...) become fenced code; `eval-rst` is read as
   RST (`rst.rst_to_markdown`); admonitions and version notes become "Note: ..." and "New in
   version 8.0: ..." paragraphs; what shows nothing by itself (`toctree`, `contents`,
-  `currentmodule`, images) is dropped; containers keep their body, titled boxes show their title
-  first, and any other directive (an object description) shows its argument in a code span;
+  `currentmodule`, images) is dropped; containers keep their body, a tab or card labels its first
+  paragraph with its title ("MacOS: ..."), and any other directive (an object description) shows
+  its argument in a code span;
   bodies are MyST themselves, so directives nest;
 - roles read as `rst.role_text` reads them: code-like roles as code spans, text roles as text;
 - target lines (`(label)=`), comments (`% ...`) and block breaks (`+++`) are dropped.
@@ -160,7 +161,10 @@ def _directive(name: str, argument: str, body: list[str], depth: int) -> list[st
         text, rest = _first_paragraph(body)
         line = rst.note_line(short, label, _roles(" ".join(part for part in (said, text) if part)))
         return ["", line, "", *_read(rest, depth), ""]
-    if short in rst.CONTAINERS:
+    if short in rst.BOXES and argument:
+        text, rest = _first_paragraph(body)
+        return ["", _roles(rst.box_line(argument, text)), "", *_read(rest, depth), ""]
+    if short in rst.CONTAINERS or short in rst.BOXES:  # a box without a title holds its text alone
         return ["", *_read(body, depth), ""]
     if short in rst.TITLED:
         return ["", argument, "", *_read(body, depth), ""] if argument else ["", *_read(body, depth), ""]

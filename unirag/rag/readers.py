@@ -50,17 +50,18 @@ DEFAULT_MAX_BYTES = 20 * 1024 * 1024
 # written in MyST, its directives, roles, targets and comments read as the page shows them
 # (`myst.py`; a number of its own, after markdown's 3, so that plain Markdown files keep their
 # reading and MyST ones, which were read as plain Markdown, are read again); 5: a tab's title
-# shown. (mdBook's includes need no number: read in place, they change the bytes a page's hash is
+# shown; 6: a tab's or card's title as the label of its first paragraph ("MacOS: ..."). (mdBook's includes need no number: read in place, they change the bytes a page's hash is
 # taken of, `read_bytes`)
 # rst 1: directives, literal blocks, roles and links read (`rst.py`), not only section titles;
 # a .txt file written in RST (Sphinx's include fragments, older Sphinx sources) is read as one;
 # 2: include directives read in place (`includes.py`); 3: a role's "<...>" read as its target only
 # after a space (":ref:`title <target>`"), so ":genex:`$<TARGET_OBJECTS>`" keeps its text;
 # 4: a list-table's rows as table rows, a directive as a list item, sphinx-design's boxes, Click's
-# examples, one-word references, a note's literal block; 5: a tab's title shown (sphinx-tabs)
+# examples, one-word references, a note's literal block; 5: a tab's title shown (sphinx-tabs);
+# 6: a tab's or card's title as the label of its first paragraph
 # pdf 1: running headers, footers and page numbers dropped, headings found by type size (`pdf.py`);
 # 2: paragraphs found by their spacing, monospace lines fenced as code
-READER_FORMATS = {"html": 10, "markdown": 3, "myst": 5, "mdx": 1, "notebook": 1, "pdf": 2, "rst": 5}
+READER_FORMATS = {"html": 10, "markdown": 3, "myst": 6, "mdx": 1, "notebook": 1, "pdf": 2, "rst": 6}
 # A file that reads fine but is no page is skipped (`skip_reason`): an HTML page that asks not to be
 # indexed, an mdBook's SUMMARY.md. Such files have a number of their own, which no reading takes,
 # so that ingest drops the chunks an earlier reading stored for them

@@ -20,8 +20,8 @@ not know Sphinx's directives and roles without Sphinx); it rewrites the construc
   the reader could not read in place (`includes.py` replaces the others by the text they name);
   a list item that is a directive ("*   .. autoclass:: Choice") reads as that directive;
 - `only` and other containers (sphinx-design's tab sets and grids among them) keep their body,
-  titled boxes (a tab item, a dropdown, a card) show their title as a paragraph before it, and a
-  `list-table` shows its rows as table rows; pallets-sphinx-themes' `click:example` is code, and
+  a tab, tab item, dropdown or card shows its title as the label of its first paragraph ("MacOS:
+  ..."), and a `list-table` shows its rows as table rows; pallets-sphinx-themes' `click:example` is code, and
   `click:run`, whose output Sphinx makes by running it, is dropped;
 - indented bodies are dedented (definition lists, block quotes, directive bodies);
 - inline: ``literal`` and code-like roles (:func:`x`, :command:`x`, ...) -> `x`, text roles
@@ -55,9 +55,10 @@ CONTAINERS = {"only", "container", "rst-class", "class", "ifconfig", "tabs",
               "glossary", "list-table", "table", "csv-table", "centered", "hlist", "compound",
               "epigraph", "highlights", "pull-quote", "line-block",
               "tab-set", "tab-set-code", "grid", "grid-item"}  # sphinx-design's layout boxes
-TITLED = {"topic", "sidebar", "rubric",  # their argument is a title, shown as a paragraph
-          "tab", "group-tab",  # sphinx-tabs' and sphinx-inline-tabs' tabs ("Linux", "MacOS")
-          "tab-item", "dropdown", "card", "grid-item-card"}  # sphinx-design's titled boxes
+TITLED = {"topic", "sidebar", "rubric"}  # their argument is a title, shown as a paragraph
+# boxes whose title labels what they hold, read as "MacOS: ~/Library/Caches/pip" (`box_line`):
+# sphinx-tabs' and sphinx-inline-tabs' tabs, sphinx-design's tab items, dropdowns and cards
+BOXES = {"tab", "group-tab", "tab-item", "dropdown", "card", "grid-item-card"}
 # directives known by their full name, whose last part alone says too little ("example", "run"):
 # pallets-sphinx-themes' `click:example` shows its body as code, `click:run` the output of running
 # an example, which the source does not hold (its body is the Python call that makes it)
@@ -227,7 +228,10 @@ def _directive(name: str, arg: str, body: list[str], depth: int) -> list[str]:
         return ["", *_blocks([line, "", *rest], depth), ""]
     if short == "list-table" and (rows := _list_table_rows(rest if options else body)):
         return ["", *rows, ""]
-    if short in CONTAINERS:
+    if short in BOXES and arg:
+        text, after = _first_paragraph(rest if options else body)
+        return ["", *_blocks([box_line(arg, text), "", *after], depth), ""]
+    if short in CONTAINERS or short in BOXES:  # a box without a title holds its text alone
         return ["", *_blocks(rest if options else body, depth), ""]
     if short in TITLED:
         return ["", arg, "", *_blocks(rest if options else body, depth), ""]
@@ -269,6 +273,13 @@ def note_label(name: str, argument: str) -> tuple[str, str]:
         version, _, said = argument.partition(" ")
         return f"{VERSIONS[name]} {version}", said
     return (argument, "") if name == "admonition" else (ADMONITIONS[name], argument)
+
+
+def box_line(title: str, text: str) -> str:
+    """A tab's or card's title with its first paragraph, "A regular install: ...", or alone before
+    the code it holds ("MacOS:", then the path), so that the title is quoted with what it labels."""
+    title = title.rstrip(":")
+    return f"{title}: {text}" if text else f"{title}:"
 
 
 def note_line(name: str, label: str, text: str) -> str:
