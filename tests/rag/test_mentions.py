@@ -28,6 +28,7 @@ from unirag.rag.mentions import never_mentioned as names_never_mentioned
     ("Does the subcommand PushImage see the variable MY_FLAG?", []),
     ("How do I parse numbers like 0x1F or 2e5?", []),                       # numbers, not names
     ("Does 0x1F parse in Python?", ["Python"]),
+    ("Which is the key Django setting for it?", ["Django"]),                # "key" is no kind here
     ("Looking up 'Europe/Berlin' fails on Windows.", ["Windows"]),          # quoted: an example value
     ("How do I read a file?", []),
     ("Can I run it on a PC?", []),                                          # two letters: too short to tell

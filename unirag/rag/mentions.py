@@ -33,8 +33,9 @@ _WORD = re.compile(r"(?<![A-Za-z0-9_])[A-Za-z][A-Za-z0-9_]*")
 _CODE_SHAPED = re.compile(r"[a-z][A-Z]|[A-Z]{2}|\d|[A-Za-z0-9]_[A-Za-z0-9]")
 # what introduces the user's own example: "like", "such as", "named", or the kind of thing it is
 # ("with prefix DEPLOY", "a variable MY_FLAG", "the subcommand push-image")
+# (not "key": "the key Django setting" is an adjective's)
 _KINDS = ("prefix", "variable", "value", "option", "flag", "argument", "parameter", "file", "folder",
-          "directory", "command", "subcommand", "key", "field", "column", "table", "branch", "tag")
+          "directory", "command", "subcommand", "field", "column", "table", "branch", "tag")
 _EXAMPLE_CUE = re.compile(r"(?:\blike|\bsuch as|\be\.g\.|\bnamed|\bcalled|\b(?:%s)s?)[\s,:(]*$"
                           % "|".join(_KINDS), re.IGNORECASE)
 MIN_LETTERS = 3
