@@ -50,8 +50,9 @@ DEFAULT_MAX_BYTES = 20 * 1024 * 1024
 # written in MyST, its directives, roles, targets and comments read as the page shows them
 # (`myst.py`; a number of its own, after markdown's 3, so that plain Markdown files keep their
 # reading and MyST ones, which were read as plain Markdown, are read again); 5: a tab's title
-# shown; 6: a tab's or card's title as the label of its first paragraph ("MacOS: ..."). (mdBook's includes need no number: read in place, they change the bytes a page's hash is
-# taken of, `read_bytes`)
+# shown; 6: a tab's or card's title as the label of its first paragraph ("MacOS: ...").
+# (mdBook's includes need no number: read in place, they change the bytes a page's hash is taken
+# of, `read_bytes`)
 # rst 1: directives, literal blocks, roles and links read (`rst.py`), not only section titles;
 # a .txt file written in RST (Sphinx's include fragments, older Sphinx sources) is read as one;
 # 2: include directives read in place (`includes.py`); 3: a role's "<...>" read as its target only

@@ -21,8 +21,8 @@ not know Sphinx's directives and roles without Sphinx); it rewrites the construc
   a list item that is a directive ("*   .. autoclass:: Choice") reads as that directive;
 - `only` and other containers (sphinx-design's tab sets and grids among them) keep their body,
   a tab, tab item, dropdown or card shows its title as the label of its first paragraph ("MacOS:
-  ..."), and a `list-table` shows its rows as table rows; pallets-sphinx-themes' `click:example` is code, and
-  `click:run`, whose output Sphinx makes by running it, is dropped;
+  ..."), and a `list-table` shows its rows as table rows; pallets-sphinx-themes' `click:example`
+  is code, and `click:run`, whose output Sphinx makes by running it, is dropped;
 - indented bodies are dedented (definition lists, block quotes, directive bodies);
 - inline: ``literal`` and code-like roles (:func:`x`, :command:`x`, ...) -> `x`, text roles
   (:ref:`Title <target>`, :doc:, :term:, ...) -> their text, :pep:`8` -> PEP 8, `text <url>`_
