@@ -24,7 +24,6 @@ Fenced code without braces, and everything else, stays as written.
 from __future__ import annotations
 
 import re
-import textwrap
 
 from . import rst
 from .chunking import FENCE
@@ -113,10 +112,6 @@ def _unindent(body: list[str], indent: str) -> list[str]:
     return [line[len(indent):] if line.startswith(indent) else line for line in body]
 
 
-def _dedent(body: list[str]) -> list[str]:
-    return textwrap.dedent("\n".join(body)).split("\n")
-
-
 def _options(body: list[str]) -> list[str]:
     """The body without the directive's options: leading `:key: value` lines or a `---` block."""
     if body and body[0].strip() == "---":
@@ -146,10 +141,10 @@ def _first_paragraph(lines: list[str]) -> tuple[str, list[str]]:
 def _directive(name: str, argument: str, body: list[str], depth: int) -> list[str]:
     short = name.split(":")[-1]
     if name == "eval-rst":
-        return ["", *rst.rst_to_markdown("\n".join(_dedent(body))).strip("\n").split("\n"), ""]
+        return ["", *rst.rst_to_markdown("\n".join(rst.dedent(body))).strip("\n").split("\n"), ""]
     if short in rst.DROPPED or name in rst.DROPPED_BY_NAME:
         return []
-    body = _dedent(_options(body))  # options may sit at the fence's column, the body deeper
+    body = rst.dedent(_options(body))  # options may sit at the fence's column, the body deeper
     while body and not body[0].strip():
         body = body[1:]
     if short in CODE or name in rst.CODE_BY_NAME:

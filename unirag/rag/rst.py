@@ -133,7 +133,8 @@ def _indented_block(lines: list[str], i: int, base: int = 0) -> tuple[list[str],
     return lines[i:j], j
 
 
-def _dedent(lines: list[str]) -> list[str]:
+def dedent(lines: list[str]) -> list[str]:
+    """Lines without the indentation they all share (a directive's body; MyST's too)."""
     return textwrap.dedent("\n".join(lines)).split("\n")
 
 
@@ -155,7 +156,7 @@ def _blocks(lines: list[str], depth: int = 0) -> list[str]:
         if directive:
             body, i = _indented_block(lines, i + 1)
             name, arg = directive.group(1).lower(), (directive.group(2) or "").strip()
-            shown = _directive(name, arg, _dedent(body), depth + 1)
+            shown = _directive(name, arg, dedent(body), depth + 1)
             first = next((k for k, text in enumerate(shown) if text.strip()), None)
             if listed and first is not None:  # the item keeps its bullet: "* New in version 3.6: ..."
                 shown[first] = f"{listed.group(1)} {shown[first]}"
@@ -169,16 +170,16 @@ def _blocks(lines: list[str], depth: int = 0) -> list[str]:
             previous = next((k for k in range(len(out) - 1, -1, -1) if out[k].strip()), None)
             if previous is not None and out[previous].rstrip().endswith("::") and not out[-1].strip():
                 out[previous] = _literal_intro(out[previous])
-                out += _fenced("", _dedent(block))
+                out += _fenced("", dedent(block))
             else:  # a block quote, a definition, or a list item's continuation: the text dedented
-                out += _blocks(_dedent(block), depth + 1)
+                out += _blocks(dedent(block), depth + 1)
             continue
         if (line.strip() and i + 1 < len(lines) and lines[i + 1].strip() and _indent(lines[i + 1]) > 0
                 and not _LIST_ITEM.match(line) and not line.startswith(("#", ":", "|"))):
             # a definition list's term: the term, then its definition as a paragraph of its own
             out += [line, ""]
             block, i = _indented_block(lines, i + 1)
-            out += _blocks(_dedent(block), depth + 1) + [""]
+            out += _blocks(dedent(block), depth + 1) + [""]
             continue
         out.append(line)
         i += 1
