@@ -44,6 +44,9 @@ def test_names_of_a_question(question, expected):
     ("How do I read a file?", set(), ()),                              # no names: nothing to tell
     ("How do I read a file in NodeJS?", {"node", "js"}, ()),          # mentioned in parts ("Node.js")
     ("How do I train a model with PyTorch?", {"py"}, ("PyTorch",)),    # one part is not enough
+    ("Does GPLv3 allow it?", {"gpl"}, ()),                             # a version after the name
+    ("Is Python3 faster?", {"python"}, ()),
+    ("Does GPLv3 allow it?", {"v3"}, ("GPLv3",)),                      # the version alone is no name
 ])
 def test_never_mentioned_only_when_the_documents_hold_none_of_the_names(question, known, expected):
     assert names_never_mentioned(question, lambda word: word.lower() in known) == expected
@@ -55,6 +58,16 @@ def test_the_bm25_vocabulary_says_what_the_documents_mention():
     assert not index.mentions("Django")
     assert index.mentions("the")  # a stopword is not indexed: no telling
     assert not lexical.LexicalIndex.build([], []).mentions("Django")
+
+
+def test_an_acronym_is_mentioned_where_the_documents_spell_it_out():
+    index = lexical.LexicalIndex.build(["a", "b"], ["the GNU Lesser General Public License, version 3",
+                                                    "TERMS AND CONDITIONS OF USE"])
+    assert index.mentions("LGPL") and index.mentions("GLGPL") and index.mentions("TACOU")
+    assert not index.mentions("GPL")  # three letters: capitalised words spell those by chance
+    assert not index.mentions("MPL")
+    assert not index.mentions("Lgpl")  # written as a word, not an acronym: BM25's vocabulary only
+    assert lexical.spelled_out_acronyms(["Portable Document\nFormat Files"]) == frozenset()  # one line
 
 
 def test_ask_abstains_naming_what_the_documents_never_mention(tiny, tmp_path: Path):

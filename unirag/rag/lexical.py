@@ -14,6 +14,7 @@ with the number of chunks. Nothing is written to disk.
 from __future__ import annotations
 
 import hashlib
+import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -38,6 +39,25 @@ def chunk_words(document: str, metadata: dict) -> str:
     return "\n".join(part for part in (title, heading, document) if part)
 
 
+# a run of capitalised words on one line ("Lesser General Public License", "GNU LESSER GENERAL")
+_CAPITALISED_RUN = re.compile(r"[A-Z][A-Za-z]*(?:[ \t]+[A-Z][A-Za-z]*)+")
+# letters of an acronym read as spelled out: of three, capitalised words in a row collide too
+# often by chance (the Python docs' "Monty Python Live" spells MPL)
+MIN_SPELLED_OUT, MAX_SPELLED_OUT = 4, 6
+
+
+def spelled_out_acronyms(texts: Sequence[str]) -> frozenset[str]:
+    """The acronyms the texts spell out: the initials of every four to six capitalised words in a
+    row ("GNU Lesser General Public License" -> LGPL, GLGPL, GLGP, ...)."""
+    found = set()
+    for text in texts:
+        for run in _CAPITALISED_RUN.finditer(text):
+            initials = "".join(word[0] for word in run.group().split()).upper()
+            found.update(initials[i:j] for i in range(len(initials))
+                         for j in range(i + MIN_SPELLED_OUT, min(i + MAX_SPELLED_OUT, len(initials)) + 1))
+    return frozenset(found)
+
+
 @dataclass
 class LexicalIndex:
     """BM25 over one snapshot of a collection; `search` returns (chunk id, BM25 score), best first."""
@@ -45,6 +65,7 @@ class LexicalIndex:
     ids: list[str]
     digest: str
     retriever: object  # bm25s.BM25, or None for an empty collection
+    acronyms: frozenset[str] = frozenset()  # spelled out in the chunks (`spelled_out_acronyms`)
 
     @classmethod
     def build(cls, ids: Sequence[str], texts: Sequence[str], digest: str = "") -> LexicalIndex:
@@ -54,7 +75,7 @@ class LexicalIndex:
             return cls([], digest, None)
         retriever = bm25s.BM25()
         retriever.index(tokenize(texts), show_progress=False)
-        return cls(list(ids), digest, retriever)
+        return cls(list(ids), digest, retriever, spelled_out_acronyms(texts))
 
     def search(self, query: str, k: int) -> list[tuple[str, float]]:
         if self.retriever is None or k < 1:
@@ -67,13 +88,14 @@ class LexicalIndex:
 
     def mentions(self, word: str) -> bool:
         """Whether some chunk holds `word`, as BM25 reads words (stemmed: "Makefiles" finds
-        "Makefile"). A word BM25 does not index (a stopword, one letter) counts as mentioned:
-        there is no telling."""
+        "Makefile"), or, for an acronym, spelled out ("LGPL": "Lesser General Public License").
+        A word BM25 does not index (a stopword, one letter) counts as mentioned: there is no
+        telling."""
         stems = list(tokenize([word]).vocab)
         if not stems:
             return True
         known = self.retriever.vocab_dict if self.retriever is not None else {}
-        return any(stem in known for stem in stems)
+        return any(stem in known for stem in stems) or (word.isupper() and word in self.acronyms)
 
 
 def ids_digest(ids: Sequence[str]) -> str:

@@ -16,7 +16,10 @@ prefix DEPLOY", "the variable MY_FLAG": `_KINDS`), or inside quotes, is the user
 namespaced name like MyProj::core", "'Europe/Berlin'"): the documents need not hold it. Whether
 the documents mention a name is read from the collection's BM25 vocabulary
 (`lexical.LexicalIndex.mentions`: stemmed, so "Makefiles" finds "Makefile"); a name written as one
-word counts as mentioned where each of its parts is ("NodeJS" in documents that write "Node.js").
+word counts as mentioned where each of its parts is ("NodeJS" in documents that write "Node.js"),
+and a name with a version after it where the name without it is ("GPLv3", "Python3": documents
+write "version 3 of the GPL"); an acronym counts where the documents spell it out
+(`lexical.LexicalIndex.mentions`: "LGPL" in a licence that only says "Lesser General Public License").
 One mentioned name is enough to keep answering: "load my Rust library from Python" is answered by
 a Rust manual that never says "Python".
 """
@@ -61,7 +64,8 @@ def never_mentioned(question: str, mentions) -> tuple[str, ...]:
     question that gives no names. `mentions(word) -> bool` says whether the documents hold a word
     (`lexical.LexicalIndex.mentions`)."""
     given = list(dict.fromkeys(names(question)))
-    if not given or any(mentions(name) or _parts_mentioned(name, mentions) for name in given):
+    if not given or any(mentions(name) or _parts_mentioned(name, mentions) or _unversioned_mentioned(name, mentions)
+                        for name in given):
         return ()
     return tuple(given)
 
@@ -74,3 +78,14 @@ def _parts_mentioned(name: str, mentions) -> bool:
     "Node.js", "VSCode" by "VS Code". Every part of two letters or more must be mentioned."""
     parts = [part for part in _PART.findall(name) if len(part) >= 2 and not part.isdigit()]
     return len(parts) > 1 and all(mentions(part) for part in parts)
+
+
+# a name and the version it is at: "GPLv3", "Python3", "OAuth2", "ES2015"
+_VERSIONED = re.compile(r"([A-Za-z]{3,}?)[-_]?v?\d+")
+
+
+def _unversioned_mentioned(name: str, mentions) -> bool:
+    """Whether a name with its version after it is mentioned without it: "GPLv3" by a licence
+    that says "GPL" and "Version 3" apart, "Python3" by documents about Python."""
+    versioned = _VERSIONED.fullmatch(name)
+    return bool(versioned) and mentions(versioned.group(1))
