@@ -3,7 +3,7 @@
 Ingest must never stop on one bad file, so each step returns either a result or a `Skipped` with a
 one-line reason that ends up in the summary. Markdown (MyST's too), MDX, reStructuredText, AsciiDoc,
 HTML, PDF and notebooks all come out as Markdown-style text (ATX `#` headings), so the chunker has
-one heading syntax to follow; of an HTML page only its main content is read, not the navigation and
+one heading syntax to follow (plain text too: its title lines found by layout, `plaintext.py`); of an HTML page only its main content is read, not the navigation and
 footer it shares with its site; a Markdown file's front matter gives the page its title and first
 paragraph. Symlinks are never followed: that rules out loops and files outside the folder in one rule.
 """
@@ -26,6 +26,7 @@ from .mdx import mdx_to_markdown
 from .myst import looks_like_myst, myst_to_markdown
 from .notebook import NotANotebook, notebook_to_markdown
 from .pdf import pdf_to_markdown
+from .plaintext import text_to_markdown
 from .rst import looks_like_rst, rst_to_markdown
 from .webpage import NOINDEX_REASON, asks_not_to_be_indexed, html_to_markdown, page_head
 
@@ -60,9 +61,10 @@ DEFAULT_MAX_BYTES = 20 * 1024 * 1024
 # 4: a list-table's rows as table rows, a directive as a list item, sphinx-design's boxes, Click's
 # examples, one-word references, a note's literal block; 5: a tab's title shown (sphinx-tabs);
 # 6: a tab's or card's title as the label of its first paragraph
+# text 1: title lines read as headings, prose paragraphs unindented (`plaintext.py`)
 # pdf 1: running headers, footers and page numbers dropped, headings found by type size (`pdf.py`);
 # 2: paragraphs found by their spacing, monospace lines fenced as code
-READER_FORMATS = {"html": 10, "markdown": 3, "myst": 6, "mdx": 1, "notebook": 1, "pdf": 2, "rst": 6}
+READER_FORMATS = {"html": 10, "markdown": 3, "myst": 6, "mdx": 1, "notebook": 1, "pdf": 2, "rst": 6, "text": 1}
 # A file that reads fine but is no page is skipped (`skip_reason`): an HTML page that asks not to be
 # indexed, an mdBook's SUMMARY.md. Such files have a number of their own, which no reading takes,
 # so that ingest drops the chunks an earlier reading stored for them
@@ -259,6 +261,8 @@ def parse(file: SourceFile, data: bytes) -> Document | Skipped:
         text = markdown_prose(mdx_to_markdown(text))
     elif file.kind == "asciidoc":
         text = asciidoc_to_markdown(text)
+    elif file.kind == "text":  # titles found by layout; the file's name stays its title
+        text, title = text_to_markdown(text), Path(file.source).stem
     elif file.kind == "notebook":
         try:
             text = markdown_prose(notebook_to_markdown(text))
