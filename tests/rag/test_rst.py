@@ -2,7 +2,7 @@
 
 import pytest
 
-from unirag.rag.readers import SourceFile, parse, reader_format
+from unirag.rag.readers import READER_FORMATS, SourceFile, parse, reader_format
 from unirag.rag.rst import looks_like_rst, rst_to_markdown
 
 CASES = [
@@ -111,11 +111,11 @@ def test_a_txt_file_is_read_as_rst_only_when_it_is_written_in_rst(tmp_path):
     assert looks_like_rst(fragment.read_text()) and not looks_like_rst(plain.read_text())
     read = parse(SourceFile(fragment, "OPTIONS.txt", "text"), fragment.read_bytes())
     assert read.markdown and read.text == "`-G <name>`\n\nPick a generator.\n"
-    kept = parse(SourceFile(plain, "notes.txt", "text"), plain.read_bytes())
-    assert not kept.markdown and kept.text == plain.read_text()
-    # a plain text file keeps its chunk ids; one read as RST gets new ones
-    assert reader_format(SourceFile(plain, "notes.txt", "text"), plain.read_bytes()) == 0
-    assert reader_format(SourceFile(fragment, "OPTIONS.txt", "text"), fragment.read_bytes()) > 0
+    kept = parse(SourceFile(plain, "notes.txt", "text"), plain.read_bytes())  # the plain-text reader's
+    assert kept.markdown and kept.text == "# Notes\n\nPlain text: 1 :: 2, `quoted`.\n" and kept.title == "notes"
+    # each reading has its own number, so a file read the other way gets new chunk ids
+    assert reader_format(SourceFile(plain, "notes.txt", "text"), plain.read_bytes()) == READER_FORMATS["text"]
+    assert reader_format(SourceFile(fragment, "OPTIONS.txt", "text"), fragment.read_bytes()) == READER_FORMATS["rst"]
 
 
 def test_deeply_nested_text_is_read_without_exhausting_the_recursion():
