@@ -19,6 +19,7 @@ from unirag.rag.plaintext import text_to_markdown
     ("x\n\n1. You may make and give away verbatim copies of it.\n\ny",
      "x\n\n1. You may make and give away verbatim copies of it.\n\ny"),                           # a numbered sentence
     ("x\n\nThanks for reading this.\n\ny", "x\n\nThanks for reading this.\n\ny"),                 # a sentence alone
+    ("Steps:\n\n1. Download the file.\n\n2. Run it.\n", "Steps:\n\n1. Download the file.\n\n2. Run it.\n"),  # list items
     ("Two lines\nTogether\n\ny", "Two lines\nTogether\n\ny"),                                     # not alone
     ("x\n\n      \"License\" shall mean the terms\n      of this document.\n",
      "x\n\n\"License\" shall mean the terms\nof this document.\n"),                               # prose unindented

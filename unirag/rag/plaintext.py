@@ -11,12 +11,13 @@ Markdown reads as code: a paragraph that reads as prose (words, not symbols) los
 Lines that open with "#" are escaped, so that only the titles found here are headings.
 
 Rules for a title line: a line with blank lines (or the file's start or end) around it, of at most
-`MAX_TITLE_WORDS` words with a letter, that is numbered ("0. Definitions.", "3.1. Distribution of
-Source Form"), written in capitals ("GNU GENERAL PUBLIC LICENSE"), or in title case with no end
-punctuation ("Statement of Purpose"); or any short line underlined with "=" (level 1) or "-" (2);
-or the title a numbered paragraph opens with, as licences write their sections ("2. Grant of
-Copyright License. Subject to ..."). A capitals title is level 1, a numbered one a level below it
-per number ("1." 2, "1.1." 3), and a title-case one level 2.
+`MAX_TITLE_WORDS` words with a letter, that is numbered and in title case ("0. Definitions.", "3.1.
+Distribution of Source Form"; not "1. Download the file.", a list item), written in capitals ("GNU
+GENERAL PUBLIC LICENSE"), or in title case with no end punctuation ("Statement of Purpose"); or any
+short line underlined with "=" (level 1) or "-" (2); or the title a numbered paragraph opens with,
+as licences write their sections ("2. Grant of Copyright License. Subject to ..."). A capitals
+title is level 1, a numbered one a level below it per number ("1." 2, "1.1." 3), and a title-case
+one level 2.
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ _NUMBERED = re.compile(r"((?:\d+\.)+\d*)[ \t]+[A-Z\"'(]")  # "4. Combined", "3.1
 _TITLED = re.compile(r"((?:\d+\.)+\d*)[ \t]+([A-Z][^.:;]*?)\.[ \t]+(\S.*)")
 MAX_TITLED_WORDS = 6
 _END_PUNCTUATION = re.compile(r"[.,;:!?]$")
-_SMALL_WORDS = {"a", "an", "and", "as", "at", "by", "for", "from", "in", "into", "of", "on", "or", "the",
-                "to", "with", "vs", "via"}
+_SMALL_WORDS = {"a", "an", "and", "as", "at", "but", "by", "for", "from", "in", "into", "its", "nor", "of", "on",
+                "or", "per", "than", "that", "the", "this", "to", "with", "vs", "via"}
 _SYMBOLS = set("{}()[];=<>&|*/\\_$#@")
 MAX_SYMBOL_SHARE = 0.06  # of a paragraph's non-space characters: prose holds a few, code many
 
@@ -91,9 +92,9 @@ def _title_level(line: str) -> int:
     numbered = _NUMBERED.match(line)
     if numbered:
         rest = line[numbered.end() - 1:]
-        # a numbered sentence is a list item ("1. You may copy it."); a title is short or title case
-        sentence = rest.endswith(".") and _words(rest) > 6 and not _title_case(rest)
-        if sentence or rest.rstrip(".").count(".") or "," in rest:
+        # a numbered title is in title case ("4. Combined Works."); a numbered sentence ("1. Download
+        # the file.") is a list item, which a blank line may set apart from the next
+        if not _title_case(rest) or rest.rstrip(".").count(".") or "," in rest:
             return 0
         return _numbered_level(numbered.group(1))
     letters = [c for c in line if c.isalpha()]
