@@ -32,6 +32,9 @@ _NUMBERED = re.compile(r"((?:\d+\.)+\d*)[ \t]+[A-Z\"'(]")  # "4. Combined", "3.1
 # "2. Grant of Copyright License. Subject to ...": a number, a title, a period, the section's text
 _TITLED = re.compile(r"((?:\d+\.)+\d*)[ \t]+([A-Z][^.:;]*?)\.[ \t]+(\S.*)")
 MAX_TITLED_WORDS = 6
+# words of a paragraph that opens with a title: a section's body ("2. Grant of Copyright License.
+# Subject to ..." goes on for lines), not a numbered step ("1. Install Python. Then run it.")
+MIN_SECTION_WORDS = 30
 _END_PUNCTUATION = re.compile(r"[.,;:!?]$")
 _SMALL_WORDS = {"a", "an", "and", "as", "at", "but", "by", "for", "from", "in", "into", "its", "nor", "of", "on",
                 "or", "per", "than", "that", "the", "this", "to", "with", "vs", "via"}
@@ -63,7 +66,8 @@ def text_to_markdown(text: str) -> str:
             continue
         after_blank = not following.strip()
         level = _title_level(stripped) if stripped and before_blank and after_blank else 0
-        titled = _titled_paragraph(line) if stripped and before_blank and not level else None
+        titled = (_titled_paragraph(line) if stripped and before_blank and not level
+                  and _paragraph_words(lines, k) >= MIN_SECTION_WORDS else None)
         if level:
             flush()
             out.append("#" * level + " " + stripped)
@@ -111,6 +115,14 @@ def _title_case(text: str) -> bool:
     """Whether every word of a text is capitalised but the small ones ("Statement of Purpose")."""
     words = re.findall(r"[A-Za-z][\w'-]*", text)
     return bool(words) and words[0][0].isupper() and all(w[0].isupper() or w.lower() in _SMALL_WORDS for w in words)
+
+
+def _paragraph_words(lines: list[str], k: int) -> int:
+    """Words of the paragraph that starts at line k (up to the next blank line)."""
+    words = 0
+    while k < len(lines) and lines[k].strip():
+        words, k = words + _words(lines[k]), k + 1
+    return words
 
 
 def _titled_paragraph(line: str) -> tuple[str, str] | None:
