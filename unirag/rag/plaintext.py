@@ -15,10 +15,9 @@ Rules for a title line: a line with blank lines (or the file's start or end) aro
 Distribution of Source Form"; not "1. Download the file.", a list item), written in capitals ("GNU
 GENERAL PUBLIC LICENSE"), or in title case with no end punctuation ("Statement of Purpose"); or any
 short line underlined with "=" (level 1) or "-" (2); or the title a numbered paragraph opens with,
-as licences write their sections ("2. Grant of Copyright License. Subject to ...", in a
-paragraph of MIN_SECTION_WORDS or more). A capitals
-title is level 1, a numbered one a level below it per number ("1." 2, "1.1." 3), and a title-case
-one level 2.
+as licences write their sections ("2. Grant of Copyright License. Subject to ...", in a paragraph
+of MIN_SECTION_WORDS or more). A capitals title is level 1, a numbered one a level below it per
+number ("1." 2, "1.1." 3), and a title-case one level 2.
 """
 
 from __future__ import annotations
