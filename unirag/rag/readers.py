@@ -3,9 +3,10 @@
 Ingest must never stop on one bad file, so each step returns either a result or a `Skipped` with a
 one-line reason that ends up in the summary. Markdown (MyST's too), MDX, reStructuredText, AsciiDoc,
 HTML, PDF and notebooks all come out as Markdown-style text (ATX `#` headings), so the chunker has
-one heading syntax to follow (plain text too: its title lines found by layout, `plaintext.py`); of an HTML page only its main content is read, not the navigation and
-footer it shares with its site; a Markdown file's front matter gives the page its title and first
-paragraph. Symlinks are never followed: that rules out loops and files outside the folder in one rule.
+one heading syntax to follow (plain text too: its title lines found by layout, `plaintext.py`); of
+an HTML page only its main content is read, not the navigation and footer it shares with its site; a
+Markdown file's front matter gives the page its title and first paragraph. Symlinks are never
+followed: that rules out loops and files outside the folder in one rule.
 """
 
 from __future__ import annotations
