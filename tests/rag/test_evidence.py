@@ -923,3 +923,38 @@ def test_block_after_stops_at_the_blocks_end():
     units = split_units(text)
     assert [text[u.start:u.end] for u in block_after(text, units, 1)] == ["make install"]
     assert block_after(text, units, 2) == () and block_after(text, units, 0) == ()
+
+
+@pytest.mark.parametrize("line, code, expected", [
+    ("fn main() {", True, True),                       # a brace opens the block its lines go on
+    ("let v = vec![", True, True),                     # a bracket left open at the line's end
+    ("parser.add_argument('--verbose',", True, True),  # a call that its next lines go on
+    ("let x = loop { break 5; };", True, False),       # opens and closes on one line
+    ("println!(\"{\");", True, False),                 # a brace inside a string literal
+    ("}", True, False),
+    ("Call it like this (see below) {", False, False),  # prose is no code line
+])
+def test_opens_block_finds_a_statements_head(line, code, expected):
+    from unirag.rag.sentences import Unit
+    from unirag.rag.whole_thoughts import opens_block
+
+    assert opens_block(line, Unit(0, len(line), code)) is expected
+
+
+def test_a_blocks_head_is_quoted_with_its_lines_or_not_at_all():
+    from unirag.rag.evidence import candidates
+
+    text = 'Print a greeting.\n\n```rust\nfn main() {\n    println!("Hello, world!");\n}\n```'
+    hit = Hit("a", 1.0, text, "main.md", "Hello")
+    cands = candidates([hit])
+    likelihood = [3.0 if c.text == "fn main() {" else 0.0 for c in cands]
+    ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, 20, ("likelihood",), interleave=False)
+    assert quote(ev.spans[0]) == "“fn main() { println!(\"Hello, world!\"); }” [1]"
+    # after a first quote, where its next line does not fit, the head is not quoted alone: the
+    # next unit offered takes its place
+    likelihood = [3.0 if c.text.startswith("Print") else 2.0 if c.text == "fn main() {" else 0.0 for c in cands]
+    ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, 8, ("likelihood",), interleave=False)
+    assert [s.text for s in ev.spans] == ["Print a greeting.", 'println!("Hello, world!");']
+    alone = choose([hit], cands, {"likelihood": likelihood}, 0.0, 8, ("likelihood",), whole_thoughts=False,
+                   interleave=False)
+    assert [s.text for s in alone.spans] == ["Print a greeting.", "fn main() {"]

@@ -57,9 +57,9 @@ from .attribution import content_words
 from .loops import until_repeat
 from .pipeline import fit
 from .sentences import Unit, split_units, word_count
-from .whole_thoughts import (Name, announces, asks, binding_of, block_after, closes_unopened, defined_by, points_ahead,
-                             points_back, quotable, says_something, section_name, sentence_before,
-                             starts_mid_sentence, statement_of, term_of, title_of)
+from .whole_thoughts import (Name, announces, asks, binding_of, block_after, closes_unopened, defined_by, one_block,
+                             opens_block, points_ahead, points_back, quotable, says_something, section_name,
+                             sentence_before, starts_mid_sentence, statement_of, term_of, title_of)
 
 SCORERS = ("likelihood", "embedding", "draft", "answer", "lexical", "rank")
 # chosen on the two dev sets with the rerank's default weight (docs/RESULTS.md, "Answers"): once the
@@ -180,6 +180,9 @@ class _Candidate:
     # name of the code section it is in (from the chunk's heading path where the chunk opens in it)
     defined: Name | None = None
     after_name: bool = False  # it is the first unit after that name in the chunk's text
+    # a code line that opens what the next lines of its block go on (`opens_block`): quoted with
+    # them, or not at all
+    opens: bool = False
 
 
 def _normal(text: str) -> str:
@@ -216,8 +219,12 @@ def candidates(hits: Sequence, skip_tails: bool = True) -> list[_Candidate]:
                 if not (says_something(shown) if following.code else quotable(shown)):
                     following = None
             heads = terms[j + 1] if j + 1 < len(units) else None
+            opens = opens_block(hit.text, unit)
+            if opens and following is not None and not (following.code and j + 1 < len(units)
+                                                         and one_block(hit.text, units, j)):
+                following = None  # the block ends (or the chunk cuts it) right after its head
             example = (block_after(hit.text, units, j + 1)
-                       if following is not None and (announces(text) or heads is not None) else ())
+                       if following is not None and (announces(text) or heads is not None or opens) else ())
             previous = sentence_before(hit.text, units, j)
             out.append(_Candidate(i, unit, text, hit.text[lo:hi], hit.heading, following, example,
                                   terms[j], previous,
@@ -229,7 +236,7 @@ def candidates(hits: Sequence, skip_tails: bool = True) -> list[_Candidate]:
                                   binding=binding_of(hit.text, units, j), heads=heads,
                                   statement=statement_of(hit.text, units, j),
                                   defined=None if terms[j] is not None else defined[j],
-                                  after_name=_right_after(defined[j], units, j)))
+                                  after_name=_right_after(defined[j], units, j), opens=opens))
     return out
 
 
@@ -491,7 +498,7 @@ def _closing(text: str, c: _Candidate, spans: Sequence[Span], room: int, start: 
     sentence of the definition it heads, when that fits; a term comes with its other names before
     it ("-d" above "--delete") where they fit too, which moves the start."""
     alone = start, c.unit.end, c.unit
-    if not ((announces(c.text) or c.heads is not None) and c.following is not None
+    if not ((announces(c.text) or c.opens or c.heads is not None) and c.following is not None
             and not _overlaps(spans, c.hit, c.following.start, c.following.end)):
         return alone
     named = (c.heads.start if c.heads is not None and start == c.unit.start
@@ -563,6 +570,8 @@ def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[f
                 name, after_name = Name(text[c.term.start:c.term.end], c.term), True
                 name_words = word_count(name.text) + 1
             start, end, last = _closing(text, c, spans, room, start, first, name_words)
+            if c.opens and last is c.unit and spans:
+                continue  # a block's head without its lines says nothing; a first quote keeps it
         n = _quoted_words(text, c, first, last, start, end) + name_words
         if spans and n > room:
             continue

@@ -242,7 +242,7 @@ _BINDS = r"^\s*(?:(?:>>>|\.\.\.)\s+)?(?:(?:let|const|var|auto)\s+(?:mut\s+)?)?{}
 _FENCE_IN = re.compile(FENCE.pattern, re.MULTILINE)  # a fence line anywhere in a stretch of text
 
 
-def _one_block(text: str, units: Sequence[Unit], k: int) -> bool:
+def one_block(text: str, units: Sequence[Unit], k: int) -> bool:
     """Whether units[k] and units[k + 1] are lines of one code block (no prose or fence between)."""
     return units[k].code and units[k + 1].code and not _FENCE_IN.search(text, units[k].end, units[k + 1].start)
 
@@ -259,7 +259,7 @@ def binding_of(text: str, units: Sequence[Unit], j: int) -> Unit | None:
         return None
     binds = re.compile(_BINDS.format(re.escape(used.group(1))))
     for k in range(j - 1, -1, -1):
-        if not _one_block(text, units, k):
+        if not one_block(text, units, k):
             return None  # the block starts after it
         if binds.match(text[units[k].start:units[k].end]):
             return units[k]
@@ -290,6 +290,17 @@ def _tail(text: str, unit: Unit) -> bool:
     return _bracket_balance(own) < 0 or own.endswith(",")
 
 
+def opens_block(text: str, unit: Unit) -> bool:
+    """Whether a code line opens what its next lines go on: it ends with an opening brace or
+    bracket, or opens more round or square brackets than it closes ("fn main() {", "let v =
+    vec![", "parser.add_argument("). Quoted alone it is a statement's head, as a line that closes
+    them is its tail (`_tail`), and says nothing of what the block does."""
+    if not unit.code:
+        return False
+    own = _LITERAL_OR_COMMENT.sub(" ", text[unit.start:unit.end]).rstrip()
+    return own.endswith(("{", "(", "[")) or _bracket_balance(own) > 0
+
+
 def closes_unopened(text: str, units: Sequence[Unit], j: int) -> bool:
     """Whether a code line that goes on a statement (`_tail`) belongs to one whose first line the
     chunk's edge cut off: it comes at or before the line where its block (in this chunk) first
@@ -299,11 +310,11 @@ def closes_unopened(text: str, units: Sequence[Unit], j: int) -> bool:
     if not _tail(text, units[j]):
         return False
     first = j
-    while first > 0 and _one_block(text, units, first - 1):
+    while first > 0 and one_block(text, units, first - 1):
         first -= 1
     balance = 0
     for k in range(first, len(units)):
-        if k > first and not _one_block(text, units, k - 1):
+        if k > first and not one_block(text, units, k - 1):
             return False  # the block ends with every bracket it closes opened
         balance += _bracket_balance(text[units[k].start:units[k].end])
         if balance < 0:
@@ -319,7 +330,7 @@ def statement_of(text: str, units: Sequence[Unit], j: int) -> Unit | None:
         return None
     balance = 0
     for k in range(j - 1, -1, -1):
-        if not _one_block(text, units, k):
+        if not one_block(text, units, k):
             return None  # the block starts after it
         balance += _bracket_balance(text[units[k].start:units[k].end])
         if balance > 0:
@@ -387,6 +398,6 @@ def block_after(text: str, units: Sequence[Unit], k: int) -> tuple[Unit, ...]:
     goes on with after its first line. "For example:" quoted with "target_include_directories(mylib
     PUBLIC" alone leaves out the two lines that are the example."""
     end = k
-    while end + 1 < len(units) and _one_block(text, units, end):
+    while end + 1 < len(units) and one_block(text, units, end):
         end += 1
     return tuple(units[k + 1:end + 1])
