@@ -440,3 +440,28 @@ def test_selection_replay_fills_its_cache_once_and_answers_alike_from_it(tiny, t
                               tmp_path / "set.json")
     assert again == first and first["extractive@noabstain"][0]["answer"].startswith("“")
     assert replay.load_cache(tmp_path / "set.json", "another model")["entries"] == {}
+
+
+def test_in_context_rows_score_as_the_rows_laid_out_alone(tiny):
+    """The rows run on one passage's KV cache, with the keys past each cut masked out and
+    positions from the cut, give what each row laid out alone gives: the prefix up to the cut, and
+    with a skip, the prefix, then the passage from the skip on, then what follows."""
+    import torch
+
+    judges = load("in_context_scorers")
+    encode = lambda text: tiny.tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
+    context = encode("Passage: The cat sat on the mat. It looked at the door. Then it slept all day long.")
+    follow = encode("\nQuestion: Where did the cat sit?")
+    n = len(encode(" Where did the cat sit?"))
+
+    def alone(tokens):
+        with torch.no_grad():
+            logits = tiny.model(input_ids=torch.tensor([tokens])).logits[0].float()
+        logprobs = torch.log_softmax(logits, -1)
+        return sum(float(logprobs[len(tokens) - n - 1 + j, tok]) for j, tok in enumerate(tokens[-n:])) / n
+
+    cuts, skips = [3, 9, len(context)], [5, 14, len(context)]
+    got = judges.after_cuts(tiny, context, cuts, follow, n, batch_size=2)
+    assert got == pytest.approx([alone(context[:c] + follow) for c in cuts], abs=1e-4)
+    got = judges.after_cuts(tiny, context, cuts, follow, n, skip=skips, batch_size=2)
+    assert got == pytest.approx([alone(context[:c] + context[s:] + follow) for c, s in zip(cuts, skips)], abs=1e-4)
