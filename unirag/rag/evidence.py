@@ -28,7 +28,8 @@ definition with the term it defines (`term_of`) or not at all, a later sentence 
 definition's body after that term and "— …" (`defined_by`) or not at all, and such a term
 with its first sentence where it fits (alone, it still names what to use); a code line that
 goes on a statement (it ends with a comma or closes brackets) from the earlier line whose
-bracket it sits inside (`statement_of`) or not at all;
+bracket it sits inside (`statement_of`) or not at all; a code line that opens what its next
+lines go on (`opens_block`: "fn main() {") with them, or after a first quote not at all;
 where the pair fits or as the first quote, a unit ending in ":" with the unit it introduces
 (a code line with as many further lines of its block as fit: `block_after`), a unit that
 points back with the sentence before it (`sentence_before`) and a code line after the line
@@ -220,8 +221,7 @@ def candidates(hits: Sequence, skip_tails: bool = True) -> list[_Candidate]:
                     following = None
             heads = terms[j + 1] if j + 1 < len(units) else None
             opens = opens_block(hit.text, unit)
-            if opens and following is not None and not (following.code and j + 1 < len(units)
-                                                         and one_block(hit.text, units, j)):
+            if opens and following is not None and not one_block(hit.text, units, j):
                 following = None  # the block ends (or the chunk cuts it) right after its head
             example = (block_after(hit.text, units, j + 1)
                        if following is not None and (announces(text) or heads is not None or opens) else ())
