@@ -47,6 +47,7 @@ from evidence_recall import first_holding_rank  # noqa: E402
 from selection_replay import load_cache, lookup, save  # noqa: E402
 
 from unirag.evaluation.answers import has_keys as holds  # noqa: E402
+from unirag.scoring import _token_logprobs  # noqa: E402
 
 HEAD = "Passage: "
 TAIL = "\nPlease write a question based on this passage.\nQuestion:"  # the rerank's (scoring.PROMPT)
@@ -87,8 +88,7 @@ def _rows_after_cuts(model, context: Sequence[int], cache, rows: Sequence[tuple[
         out = []
         for r, (_, tokens) in enumerate(rows):
             logits = head(states[r, len(tokens) - n_targets - 1:len(tokens) - 1]).float()
-            targets = torch.tensor(tokens[len(tokens) - n_targets:])
-            out.append(float(torch.log_softmax(logits, -1).gather(1, targets[:, None]).mean()))
+            out.append(float(_token_logprobs(logits, tokens[len(tokens) - n_targets:]).mean()))
     return out
 
 
