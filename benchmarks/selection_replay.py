@@ -21,7 +21,15 @@ the end-to-end measure, this the quick one between its runs.
         --set rust=../shared/data/eval/rag/rust_book_dev_answers.jsonl \\
         --set pydocs-main=../shared/data/eval/rag/python_docs_dev.jsonl \\
         [--variants extractive,extractive@units] [--cache runs/bench/units] [--refresh] \\
-        [--output runs/bench/selection_replay.json]
+        [--reference minilm] [--output runs/bench/selection_replay.json]
+
+With --reference minilm, each variant that ranks by the model's embedding is answered a second
+time ("VARIANT, minilm") with all-MiniLM-L6-v2's cosines (a separate encoder trained on
+question-answer pairs; never part of `ask`) in the embedding's place in the fusion, as
+`evidence_recall.py --reference` counts it; "extractive@embedding" then ranks by MiniLM alone.
+Only the ranking changes: what is off the question and when to abstain still read the model's
+own embedding. Whether a far stronger sentence judge would quote the keys more often, on every
+set the run replays.
 
 Each --set is COLLECTION=QUESTIONS (a collection already ingested into --db, a question set with
 gold keys); all sets and variants in one run. Per set and variant: right (key accuracy), in the
@@ -80,6 +88,23 @@ def remember(entry: dict, cands, scores: dict[str, list[float]], null: float) ->
         entry["units"][unit_key(cand)] = {name: float(scores[name][k]) for name in cached_scorers()}
 
 
+REFERENCE = "minilm"  # the reference judge's name, in its scores and its rows' labels
+
+
+def referenced(variants: dict) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """{"VARIANT, minilm": (VARIANT, its scorers with the reference judge in the embedding's
+    place)} for each variant that ranks by the embedding (for the others the twin would be the
+    same answer)."""
+    return {f"{label}, {REFERENCE}": (label, tuple(REFERENCE if n == "embedding" else n for n in settings.scorers))
+            for label, settings in variants.items() if "embedding" in settings.scorers}
+
+
+def cosines(encoder, question: str, texts: Sequence[str]) -> list[float]:
+    """Cosine of each text's embedding to the question's, by a sentence-transformers encoder."""
+    vectors = encoder.encode([question, *texts], normalize_embeddings=True, convert_to_numpy=True)
+    return [float(v) for v in vectors[1:] @ vectors[0]]
+
+
 def save(cache: dict, path: Path) -> None:
     """Write the cache whole or not at all (through a temporary file)."""
     tmp = path.with_suffix(".json.tmp")
@@ -112,6 +137,21 @@ HEADERS = ("set, variant", "answers", "right %", "in first line %", "ceiling %",
            "degenerate %", "grounded %", "abstained %", "changed from the first (+right / -right)")
 
 
+def answer_row(model, q, entry: dict, settings, hits, chosen) -> dict:
+    """The answer `settings` give from these hits and this evidence, scored against q's keys."""
+    from unirag.errors import UniragError
+    from unirag.evaluation import answers as answer_scores
+    from unirag.rag.ask import answer_hits
+
+    try:
+        result = answer_hits(model, q.question, hits, settings, evidence=chosen, unmentioned=entry["unmentioned"])
+        text = result.read()
+    except UniragError as error:
+        raise SystemExit(f"selection_replay: {error}") from None
+    passages = [f"{h.label}\n{h.text}" for h in result.hits]
+    return {"q": q.question, "answer": text, **answer_scores.score(text, q.keys, passages, result.looped)}
+
+
 def load_cache(path: Path, model_name: str, refresh: bool = False) -> dict:
     """The set's cache, or an empty one where there is none, it is for another model or cache
     version, or `refresh` asks to start over."""
@@ -122,21 +162,22 @@ def load_cache(path: Path, model_name: str, refresh: bool = False) -> dict:
 
 
 def replay_set(model, questions, variants: dict, cache: dict, cache_path: Path, open_set=None,
-               desc: str = "") -> dict[str, list[dict]]:
+               desc: str = "", reference=None) -> dict[str, list[dict]]:
     """Each variant's answer to each question, scored, from `cache` (filled where it lacks a
     question or a unit, and saved after each such question). `open_set()` gives the set's
-    collection, opened only if a question must be retrieved."""
+    collection, opened only if a question must be retrieved. `reference`: a sentence-transformers
+    encoder whose cosines rank the units in the embedding's place, for each variant that ranks by
+    the embedding, under "VARIANT, REFERENCE_NAME" (`referenced`)."""
     from tqdm.auto import tqdm
 
-    from unirag.errors import UniragError
-    from unirag.evaluation import answers as answer_scores
     from unirag.rag import evidence
-    from unirag.rag.ask import ANSWER_SYSTEM, answer_hits, chosen_evidence, never_mentioned
+    from unirag.rag.ask import ANSWER_SYSTEM, chosen_evidence, never_mentioned
     from unirag.rag.pipeline import Hit, fit, retrieve
 
     collection = None
     first = next(iter(variants.values()))
-    per_variant: dict[str, list[dict]] = {label: [] for label in variants}
+    twins = referenced(variants) if reference is not None else {}
+    per_variant: dict[str, list[dict]] = {label: [] for label in [*variants, *twins]}
     for q in tqdm(questions, desc=desc, unit="question"):
         entry = cache["entries"].get(q.question)
         changed = entry is None
@@ -149,28 +190,28 @@ def replay_set(model, questions, variants: dict, cache: dict, cache_path: Path, 
             cache["entries"][q.question] = entry
         for label, settings in variants.items():
             system = ANSWER_SYSTEM if settings.focused else None
-            hits, _ = fit(model, q.question, [Hit(**h) for h in entry["hits"]][: settings.top_k], (),
-                          settings.max_new_tokens, system)
-            chosen = None
-            if hits and settings.needs_evidence:
-                cands = evidence.candidates(hits, settings.whole_thoughts)
+            fitted, _ = fit(model, q.question, [Hit(**h) for h in entry["hits"]][: settings.top_k], (),
+                            settings.max_new_tokens, system)
+            hits, chosen, judged = fitted, None, None
+            if fitted and settings.needs_evidence:
+                cands = evidence.candidates(fitted, settings.whole_thoughts)
                 scores = lookup(entry, cands)
                 if scores is None:
-                    cands, scores, null = evidence.score(model, q.question, hits, cached_scorers(),
+                    cands, scores, null = evidence.score(model, q.question, fitted, cached_scorers(),
                                                          settings.whole_thoughts)
                     remember(entry, cands, scores, null)
                     changed = True
-                hits, chosen = chosen_evidence(hits, cands, produced(scores, settings.scorers), entry["null"],
-                                               settings)
-            try:
-                result = answer_hits(model, q.question, hits, settings, evidence=chosen,
-                                     unmentioned=entry["unmentioned"])
-                text = result.read()
-            except UniragError as error:
-                raise SystemExit(f"selection_replay: {error}") from None
-            passages = [f"{h.label}\n{h.text}" for h in result.hits]
-            per_variant[label].append({"q": q.question, "answer": text,
-                                       **answer_scores.score(text, q.keys, passages, result.looped)})
+                judged = produced(scores, settings.scorers)
+                hits, chosen = chosen_evidence(fitted, cands, judged, entry["null"], settings)
+            per_variant[label].append(answer_row(model, q, entry, settings, hits, chosen))
+            for twin, (of, scorers) in twins.items():
+                if of != label:
+                    continue
+                if judged is not None:  # the same units, ranked with the reference judge's cosines
+                    by_reference = {**judged, REFERENCE: cosines(reference, q.question, [c.text for c in cands])
+                                    if cands else []}
+                    hits, chosen = chosen_evidence(fitted, cands, by_reference, entry["null"], settings, scorers)
+                per_variant[twin].append(answer_row(model, q, entry, settings, hits, chosen))
         if changed:
             save(cache, cache_path)  # after each question scored: a run cut short resumes there
     return per_variant
@@ -184,6 +225,8 @@ def main() -> None:
                         help="answer variants as `unirag eval rag --variants` names them")
     parser.add_argument("--cache", default="runs/bench/units", help="folder of the per-set score caches")
     parser.add_argument("--refresh", action="store_true", help="retrieve and score every question again")
+    parser.add_argument("--reference", choices=[REFERENCE], help="also answer each variant that ranks by the "
+                        "embedding with all-MiniLM-L6-v2's cosines in its place (a comparison; needs .[reference])")
     parser.add_argument("--output", default="runs/bench/selection_replay.json")
     args = parser.parse_args()
 
@@ -196,6 +239,11 @@ def main() -> None:
         if "draft" in settings.scorers:
             raise SystemExit(f"selection_replay: {label!r} uses the draft scorer, which is not cached")
     model = UniModel.load()
+    encoder = None
+    if args.reference:
+        from unirag.evaluation.reference import minilm_encoder
+
+        encoder = minilm_encoder()
     client = connect(args.db)
     cache_dir = Path(args.cache)
     cache_dir.mkdir(parents=True, exist_ok=True)
@@ -207,7 +255,8 @@ def main() -> None:
             raise SystemExit(f"selection_replay: {path} has questions without gold keys")
         cache_path = cache_dir / f"{name}.json"
         per_variant = replay_set(model, questions, variants, load_cache(cache_path, model.name, args.refresh),
-                                 cache_path, lambda: open_collection(client, name, model), desc=name)
+                                 cache_path, lambda: open_collection(client, name, model), desc=name,
+                                 reference=encoder)
         baseline = next(iter(per_variant.values()))
         results[name] = per_variant
         table += [summary_row(f"{name}, {label}", rows, baseline) for label, rows in per_variant.items()]

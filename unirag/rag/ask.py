@@ -275,13 +275,16 @@ def never_mentioned(collection, question: str, settings: AskSettings = AskSettin
 
 
 def chosen_evidence(hits: Sequence[Hit], cands, scores: dict[str, list[float]], null: float,
-                    settings: AskSettings = AskSettings()) -> tuple[list[Hit], evidence_mod.Evidence]:
+                    settings: AskSettings = AskSettings(), scorers: Sequence[str] | None = None
+                    ) -> tuple[list[Hit], evidence_mod.Evidence]:
     """The evidence `settings` choose from units already scored (`evidence.score`'s output), and
     the passages in the order to show them (`evidence.passage_order`, where `settings` say so),
     the evidence renumbered to match. The one choice `answer_hits` makes, and what
-    `benchmarks/selection_replay.py` replays over cached scores."""
+    `benchmarks/selection_replay.py` replays over cached scores. `scorers` (default:
+    `settings.scorers`) names the rankings fused: a benchmark passes a reference judge's name
+    with its scores in `scores`."""
     hits = list(hits)
-    chosen = evidence_mod.choose(hits, cands, scores, null, settings.words, settings.scorers,
+    chosen = evidence_mod.choose(hits, cands, scores, null, settings.words, scorers or settings.scorers,
                                  settings.whole_thoughts, settings.interleave, settings.off_topic_below)
     if settings.passage_order and len(chosen.passage_likelihood) == len(hits) > 1:
         order = evidence_mod.passage_order(chosen)
