@@ -73,6 +73,12 @@ def texts(text):
      "        indented();\n\nBack out.\n\n    top_level();",
      [("1. Install it:", False), ("pip install foo", True), ("Then run it.", False), ("It\n    works.", False),
       ("indented();", True), ("Back out.", False), ("top_level();", True)]),
+    # a list item may open with its fenced block (CommonMark): the fence after the marker opens it,
+    # the item's indented body goes on after it, and a chunk holding one is not read as cut in code
+    ("Set it so:\n\n- `X=1` is `-x`\n- ```\n  X_LINKS=\"a b\"\n  ```\n\n  is the same as\n\n  ```\n"
+     "  --links=a --links=b\n  ```\n\nRepeat it: three times.\n\n1. ~~~bash\n   run.sh\n   ~~~",
+     [("Set it so:", False), ("- `X=1` is `-x`", False), ('X_LINKS="a b"', True), ("is the same as", False),
+      ("--links=a --links=b", True), ("Repeat it: three times.", False), ("run.sh", True)]),
     ('!!! note "Caching"\n    The cache is kept. It is\n    cleared on build.\n\n:::tip\nA tip.\n:::\n\n> [!NOTE]\n> An alert.',
      [("The cache is kept.", False), ("It is\n    cleared on build.", False), ("A tip.", False),
       ("An alert.", False)]),

@@ -136,6 +136,15 @@ def _unquoted(line: str) -> str:
     return line[marks.end():] if marks else line
 
 
+def _fence(line: str) -> str | None:
+    """The fence a line holds ("```", "```rust"), or None: at the line's start, or right after a
+    list item's marker ("- ```", "1. ```"), where CommonMark opens the item with a fenced block."""
+    if _FENCE.match(line):
+        return line
+    item = LIST_ITEM.match(line)
+    return line[item.end():] if item and _FENCE.match(line[item.end():]) else None
+
+
 def _starts_in_fence(text: str) -> bool:
     """Whether a chunk cut from a longer section begins inside a code fence. Chunks of chunk format 1
     and later (`chunking.CHUNK_FORMAT`) close and reopen a block their cut went through, so this
@@ -146,7 +155,7 @@ def _starts_in_fence(text: str) -> bool:
       block (code starts on the line after an opening fence; prose is set off by a blank line);
     - else, with an even number of fences, none is open at the start; with an odd number, the side
       (before the first fence or after the last) that looks more like code is the one inside."""
-    lines = [(offset, _unquoted(line)) for offset, line in _lines(text) if _FENCE.match(_unquoted(line))]
+    lines = [(offset, fence) for offset, line in _lines(text) if (fence := _fence(_unquoted(line))) is not None]
     if not lines:
         return False
     tagged = next((i for i, (_, line) in enumerate(lines) if _FENCE.sub("", line).strip()), None)
@@ -208,8 +217,10 @@ def split_units(text: str, max_words: int = MAX_WORDS) -> list[Unit]:
             indent = 0  # the list item or admonition has ended
         at = body_at + min(lead, indent)  # the line as its container's body reads it
         rest = line[at:]
-        if _FENCE.match(rest):
+        if _FENCE.match(rest) or (not in_fence and _fence(rest) is not None):
             flush()
+            if not _FENCE.match(rest):  # a list item that opens with a fenced block: its body is indented
+                indent = at - body_at + LIST_ITEM.match(rest).end()
             in_fence = not in_fence
             fence_quoted = in_fence and quote_level > 0
             continue
