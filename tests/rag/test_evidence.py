@@ -565,6 +565,32 @@ def test_a_definitions_first_sentence_is_not_quoted_without_its_term():
     assert roomy.spans[1].text.startswith("os.path.expanduser(path)\n\nOn Unix")
 
 
+def test_a_first_quote_runs_past_the_budget_only_where_no_other_fits():
+    from unirag.rag.evidence import FIRST_QUOTE_OVERRUN, candidates
+
+    long = ("Cargo forwards the path of the tool it was started as to every build script and every "
+            "external subcommand that it runs for the package.")
+    text = f"CARGO\n\n{long} This value should point at a command that behaves like cargo.\n\nShort fact here."
+    hit = Hit("a", 1.0, text, "env.md", "Environment")
+    cands = candidates([hit])
+    by_text = {c.text: i for i, c in enumerate(cands)}
+    likelihood = [0.0] * len(cands)
+    likelihood[by_text["This value should point at a command that behaves like cargo."]] = 3.0  # points back
+    likelihood[by_text["Short fact here."]] = 2.0
+    budget = 20
+    whole = choose([hit], cands, {"likelihood": likelihood}, 0.0, 60, ("likelihood",), interleave=False)
+    assert whole.spans[0].text.startswith("CARGO") and whole.words > budget + FIRST_QUOTE_OVERRUN
+    # within a budget of 20 words, the quote that points back (with its sentence and term) would run
+    # past the budget by more than the overrun a first quote may take: the next one leads instead
+    ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, budget, ("likelihood",), interleave=False)
+    assert ev.spans[0].text == "Short fact here."
+    # where no quote fits so, the first is quoted still, however long
+    alone = [i for i, c in enumerate(cands) if c.text != "Short fact here."]
+    only = choose([hit], [cands[i] for i in alone], {"likelihood": [likelihood[i] for i in alone]}, 0.0, budget,
+                  ("likelihood",), interleave=False)
+    assert only.spans and only.spans[0].text.startswith("CARGO")
+
+
 def test_a_later_sentence_of_a_definition_is_quoted_after_its_term():
     from unirag.rag.evidence import candidates
 

@@ -78,6 +78,11 @@ DRAFT_TOKENS = 24  # its first sentence: what the similarity needs
 LEADERS = ("likelihood", "answer")
 FUSION_K = 10  # reciprocal-rank constant: small, since a question has tens of units, not thousands
 MAX_WORDS = 54  # with one "[n]" per quoted span, an extractive answer stays within 60 words
+# how far the first quote may run past the word budget where its unit needs more to stand alone
+# (a term, the sentence it points back to): with MAX_WORDS, an answer stays within 60 words, the
+# most a short answer holds (`evaluation.answers.MAX_WORDS`). Only where no candidate's quote
+# fits that is the first quote longer
+FIRST_QUOTE_OVERRUN = 6
 MAX_UNIT_TOKENS = 48  # a unit scored as an answer is cut to this many tokens
 # a passage none of whose units' EOS embeddings has this cosine to the question's is about something
 # else, and `choose` does not quote it: a small collection shows its nearest passages even when one
@@ -530,21 +535,15 @@ def on_topic(cands: Sequence[_Candidate], scores: dict[str, list[float]], below:
     return about or every
 
 
-def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[float]], null: float,
-           max_words: int = MAX_WORDS, scorers: Sequence[str] = DEFAULT_SCORERS,
-           whole_thoughts: bool = True, interleave: bool = True,
-           off_topic_below: float | None = OFF_TOPIC_BELOW) -> Evidence:
-    """`select`'s choice from units already scored (`score`'s output): each unit of a passage
-    `on_topic` in `offer_order`, with what it needs to stand alone (`_name`, `_opening`,
-    `_closing`), while it fits. The scores it reports (relevance, answer gain, similarity, each
-    passage's likelihood) are over every unit, so abstention reads all of them."""
-    if not cands:
-        return Evidence([], float("-inf"), passage_likelihood=(float("-inf"),) * len(hits))
-    fused = fuse(scores, scorers)
-    quotable_passages = on_topic(cands, scores, off_topic_below)
+def _taken(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[float]], fused: np.ndarray,
+           order: Sequence[int], quotable_passages: set[int], max_words: int, whole_thoughts: bool,
+           first_cap: int | None) -> list[Span]:
+    """The spans `choose` takes, offering the candidates in `order`: each with what it needs to
+    stand alone, while it fits `max_words`. The first may run past the budget (alone its unit
+    would read as a fragment), up to `first_cap` words (None: any length)."""
     spans: list[Span] = []
     words = 0
-    for i in choice_order(cands, fused, scores, scorers, interleave, whole_thoughts):
+    for i in order:
         c, text, room = cands[i], hits[cands[i].hit].text, max_words - words
         if c.hit not in quotable_passages or _overlaps(spans, c.hit, c.unit.start, c.unit.end):
             continue
@@ -573,7 +572,7 @@ def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[f
             if c.opens and last is c.unit and spans:
                 continue  # a block's head without its lines says nothing; a first quote keeps it
         n = _quoted_words(text, c, first, last, start, end) + name_words
-        if spans and n > room:
+        if n > room and (spans or first_cap is not None and n > first_cap):
             continue
         spans.append(Span(c.hit, start, end, text[start:end], float(fused[i]), scores["likelihood"][i],
                           cut_before=first.cut_before, cut_after=last.cut_after, code=first.code,
@@ -581,6 +580,25 @@ def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[f
         words += n
         if words >= max_words:
             break
+    return spans
+
+
+def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[float]], null: float,
+           max_words: int = MAX_WORDS, scorers: Sequence[str] = DEFAULT_SCORERS,
+           whole_thoughts: bool = True, interleave: bool = True,
+           off_topic_below: float | None = OFF_TOPIC_BELOW) -> Evidence:
+    """`select`'s choice from units already scored (`score`'s output): each unit of a passage
+    `on_topic` in `offer_order`, with what it needs to stand alone (`_name`, `_opening`,
+    `_closing`), while it fits. The scores it reports (relevance, answer gain, similarity, each
+    passage's likelihood) are over every unit, so abstention reads all of them."""
+    if not cands:
+        return Evidence([], float("-inf"), passage_likelihood=(float("-inf"),) * len(hits))
+    fused = fuse(scores, scorers)
+    quotable_passages = on_topic(cands, scores, off_topic_below)
+    order = choice_order(cands, fused, scores, scorers, interleave, whole_thoughts)
+    spans = (_taken(hits, cands, scores, fused, order, quotable_passages, max_words, whole_thoughts,
+                    max_words + FIRST_QUOTE_OVERRUN)
+             or _taken(hits, cands, scores, fused, order, quotable_passages, max_words, whole_thoughts, None))
     best_likelihood = max(scores["likelihood"])
     answer_gain = max(scores["answer"]) if "answer" in scores else None
     similarity = float(max(scores["embedding"])) if "embedding" in scores else None
