@@ -48,6 +48,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_common import machine_info, markdown_table, write_json  # noqa: E402
+from evidence_recall import cosines, with_reference  # noqa: E402  (the reference judge, as it counts it)
 
 CACHE_VERSION = 1
 
@@ -95,14 +96,8 @@ def referenced(variants: dict) -> dict[str, tuple[str, tuple[str, ...]]]:
     """{"VARIANT, minilm": (VARIANT, its scorers with the reference judge in the embedding's
     place)} for each variant that ranks by the embedding (for the others the twin would be the
     same answer)."""
-    return {f"{label}, {REFERENCE}": (label, tuple(REFERENCE if n == "embedding" else n for n in settings.scorers))
+    return {f"{label}, {REFERENCE}": (label, with_reference(settings.scorers, REFERENCE))
             for label, settings in variants.items() if "embedding" in settings.scorers}
-
-
-def cosines(encoder, question: str, texts: Sequence[str]) -> list[float]:
-    """Cosine of each text's embedding to the question's, by a sentence-transformers encoder."""
-    vectors = encoder.encode([question, *texts], normalize_embeddings=True, convert_to_numpy=True)
-    return [float(v) for v in vectors[1:] @ vectors[0]]
 
 
 def save(cache: dict, path: Path) -> None:
