@@ -589,8 +589,10 @@ def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[f
            off_topic_below: float | None = OFF_TOPIC_BELOW) -> Evidence:
     """`select`'s choice from units already scored (`score`'s output): each unit of a passage
     `on_topic` in `offer_order`, with what it needs to stand alone (`_name`, `_opening`,
-    `_closing`), while it fits. The scores it reports (relevance, answer gain, similarity, each
-    passage's likelihood) are over every unit, so abstention reads all of them."""
+    `_closing`), while it fits; the first quote may run past `max_words` by FIRST_QUOTE_OVERRUN,
+    and further only where no candidate's quote fits so (`_taken`). The scores it reports
+    (relevance, answer gain, similarity, each passage's likelihood) are over every unit, so
+    abstention reads all of them."""
     if not cands:
         return Evidence([], float("-inf"), passage_likelihood=(float("-inf"),) * len(hits))
     fused = fuse(scores, scorers)
