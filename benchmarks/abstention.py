@@ -2,7 +2,7 @@
 not answer it.
 
 Why: the ask flow answers "The documents don't say." when the best evidence explains the question
-too weakly (`AskSettings.abstain_below`; relevance as `rag/evidence.py` defines it), when no unit
+too weakly (`AskSettings.abstain_below`; relevance as `answer/evidence.py` defines it), when no unit
 reads as an answer to it (`abstain_answer_below`), or when no unit is about what it asks
 (`abstain_similarity_below`). A threshold trades false abstentions (answerable questions refused)
 against true ones. For each question this retrieves its top `--top-k` chunks as `ask` does, and
@@ -16,7 +16,7 @@ per threshold, how many of each fall under it, over all the question sets togeth
 alone, the rule of relevance and the best unit's answer score (`Evidence.answer_gain`) per pair of
 thresholds, then the ask flow's rule with the best unit's similarity to the question
 (`Evidence.similarity`) under each threshold, and the test on names the question gives that the
-collection never mentions (`rag/mentions.py`, `AskSettings.abstain_unmentioned`) alone, beside the
+collection never mentions (`answer/mentions.py`, `AskSettings.abstain_unmentioned`) alone, beside the
 evidence tests and with them.
 
     python benchmarks/abstention.py --db runs/db \
@@ -53,8 +53,8 @@ HEADS = ("own passages: abstained", "another question's: abstained", "another ma
 def signals(model, question: str, hits, collection) -> tuple[float, float | None, float | None, int]:
     """(relevance, answer gain, similarity) of the evidence `ask` would select from these chunks,
     and 1 if the question gives names that `collection` never mentions (else 0)."""
-    from unirag.rag.ask import never_mentioned
-    from unirag.rag.evidence import select
+    from unirag.answer.ask import never_mentioned
+    from unirag.answer.evidence import select
 
     evidence = select(model, question, hits, scorers=("likelihood", "answer", "embedding"))
     return (evidence.relevance, evidence.answer_gain, evidence.similarity,
@@ -73,7 +73,7 @@ def unrelated_questions(path: str, n: int, step: int) -> list[str]:
 def _refused(rule, column: list) -> str:
     """"k/n": how many of a column's signals (relevance, gain[, similarity[, unmentioned]]) `rule`
     (AskSettings) refuses."""
-    from unirag.rag.evidence import Evidence
+    from unirag.answer.evidence import Evidence
 
     def refuses(values) -> bool:
         # files written before the similarity or the names test lack them
@@ -128,7 +128,7 @@ def names_rows(settings, *columns: list) -> list[list]:
 
 def report(per_set: dict) -> None:
     """The tables, from the signals per set ({kind: [(relevance, gain, similarity)]}, KINDS)."""
-    from unirag.rag.ask import AskSettings
+    from unirag.answer.ask import AskSettings
 
     kinds = [k for k in KINDS if any(k in v for v in per_set.values())]
     heads = tuple(HEADS[KINDS.index(k)] for k in kinds)
@@ -157,8 +157,8 @@ def names_only(args) -> None:
     """Per collection, how many questions the names test alone refuses: its own set's, every other
     set's (asked of it) and the unrelated ones. It reads no passage, so no model is loaded."""
     from unirag.evaluation.rag import load_questions
-    from unirag.rag.ask import never_mentioned
-    from unirag.rag.store import connect, open_collection
+    from unirag.answer.ask import never_mentioned
+    from unirag.retrieval.store import connect, open_collection
 
     client = connect(args.db)
     sets = [spec.partition("=")[::2] for spec in args.set]
@@ -208,9 +208,9 @@ def main() -> None:
 
     from unirag import UniModel
     from unirag.evaluation.rag import load_questions
-    from unirag.rag.ask import AskSettings
-    from unirag.rag.pipeline import retrieve
-    from unirag.rag.store import connect, open_collection
+    from unirag.answer.ask import AskSettings
+    from unirag.retrieval.search import retrieve
+    from unirag.retrieval.store import connect, open_collection
 
     model = UniModel.load()
     client = connect(args.db)

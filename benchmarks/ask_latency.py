@@ -1,7 +1,7 @@
 """`ask` latency on a real collection, per answer mode, end to end through the one ask flow.
 
 Why: the latency a user feels is retrieval plus the answer's first visible words. For each of a
-fixed list of questions (the first `--n` of a question set) this runs `unirag.rag.ask.ask`, what
+fixed list of questions (the first `--n` of a question set) this runs `unirag.answer.ask.ask`, what
 `unirag ask` runs, and times from the question:
 
 - first text: when the first piece of the answer reaches the caller (what `ask` prints first);
@@ -41,7 +41,7 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def one_ask(model, collection, question: str, settings) -> dict:
-    from unirag.rag.ask import ask
+    from unirag.answer.ask import ask
 
     start = time.perf_counter()
     result = ask(model, collection, question, settings)
@@ -76,7 +76,7 @@ def main() -> None:
 
     from unirag import UniModel
     from unirag.evaluation.rag import answer_variants, load_questions
-    from unirag.rag.store import connect, open_collection
+    from unirag.retrieval.store import connect, open_collection
 
     model = UniModel.load(args.model, args.adapter)
     collection = open_collection(connect(args.db), args.collection, model)

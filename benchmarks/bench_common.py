@@ -44,7 +44,7 @@ def machine_info() -> dict:
     except OSError:
         pass
     try:
-        from unirag.hardware import cpu_has_fast_bf16
+        from unirag.model.hardware import cpu_has_fast_bf16
 
         info["cpu_has_fast_bf16"] = cpu_has_fast_bf16()
     except ImportError:
@@ -109,7 +109,7 @@ def prose_chunks(docs: str | Path, tokenizer, n_texts: int, chunk_tokens: int = 
     overlap, cuts moved back to a nearby break); pieces under half the size (file ends) are
     dropped. If the folder runs out, the pieces repeat. `tokenizer=None` counts words instead.
     """
-    from unirag.rag.chunking import ChunkSettings, chunk_text
+    from unirag.retrieval.chunking import ChunkSettings, chunk_text
 
     files = sorted(Path(docs).rglob("*.md"))
     if not files:

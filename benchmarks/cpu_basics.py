@@ -3,7 +3,7 @@
 Two facts behind unirag's defaults (docs/PERFORMANCE.md):
 1. bf16 autocast is only used where the CPU has native bf16 instructions: elsewhere it is
    emulated and much slower (this script measures both).
-2. `unirag.hardware.tune_allocator` keeps freed activation memory in the process; this script
+2. `unirag.model.hardware.tune_allocator` keeps freed activation memory in the process; this script
    times one UniMAE training micro-batch (forward + backward) with and without it, each in a
    fresh subprocess (glibc settings are per process).
 
@@ -37,10 +37,10 @@ def step_seconds(model: str, batch: int, length: int, repeats: int) -> list[floa
     """Forward+backward of the UniMAE loss on random tokens; run inside a subprocess."""
     import torch
 
-    from unirag.hardware import tune_allocator
+    from unirag.model.hardware import tune_allocator
 
     tune_allocator()  # as unirag's trainer does, unless UNIRAG_NO_MALLOC_TUNING is set
-    from unirag.models import load_base
+    from unirag.model.registry import load_base
     from unirag.training.config import load_config
     from unirag.training.trainer import UniMAEModule, build_llm
 
@@ -70,7 +70,7 @@ def main() -> None:
         print(json.dumps(step_seconds(args.model, args.batch, args.length, args.repeats)))
         return
 
-    from unirag.hardware import cpu_has_fast_bf16
+    from unirag.model.hardware import cpu_has_fast_bf16
 
     results = {
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",

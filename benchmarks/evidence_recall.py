@@ -1,6 +1,6 @@
 """How often the evidence selector's ranking puts the sentence that holds the answer first.
 
-Why: the extractive answer is only as right as the units it quotes (`rag/evidence.py`). Key
+Why: the extractive answer is only as right as the units it quotes (`answer/evidence.py`). Key
 accuracy mixes retrieval, selection and quoting; this measures the selection alone. For each
 question of a set with gold keys, it retrieves the chunks `ask` shows (same retrieval, rerank and
 context fit), cuts them into the selector's candidate units, scores them with every scorer
@@ -129,12 +129,13 @@ def main() -> None:
 
     from unirag import UniModel
     from unirag.evaluation.rag import load_questions, same_file
-    from unirag.rag import evidence
-    from unirag.rag.ask import ANSWER_SYSTEM, AskSettings
-    from unirag.rag.pipeline import fit, retrieve
-    from unirag.rag.rerank import rerank
-    from unirag.rag.sentences import word_count
-    from unirag.rag.store import connect, open_collection
+    from unirag.answer import evidence
+    from unirag.answer.ask import ANSWER_SYSTEM, AskSettings
+    from unirag.retrieval.search import retrieve
+    from unirag.answer.generate import fit
+    from unirag.retrieval.rerank import rerank
+    from unirag.answer.sentences import word_count
+    from unirag.retrieval.store import connect, open_collection
 
     model = UniModel.load()
     scorer_models = {"": model}

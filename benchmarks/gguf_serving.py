@@ -79,7 +79,7 @@ class LlamaCppGenerator:
 
 def chunk_sample(collection, n: int) -> tuple[list[str], np.ndarray, int]:
     """The first n chunks as unirag embedded them (heading path + text) and their stored vectors."""
-    from unirag.rag.chunking import Chunk, ChunkSettings, embed_text
+    from unirag.retrieval.chunking import Chunk, ChunkSettings, embed_text
 
     got = collection.get(limit=n, include=["documents", "metadatas", "embeddings"])
     settings = ChunkSettings(embed_headings=True)
@@ -91,7 +91,7 @@ def chunk_sample(collection, n: int) -> tuple[list[str], np.ndarray, int]:
 def queries_by(embedder, collection, prefix: str = ""):
     """A retriever for run_rag_eval: questions embedded by `embedder` after `prefix` (the
     adapter's question cue, as unirag's dense search embeds them), searched in the collection."""
-    from unirag.rag.pipeline import Hit
+    from unirag.retrieval.search import Hit
 
     def retrieve(question: str, top_k: int = 5):
         found = collection.query(query_embeddings=[embedder.embed([prefix + question])[0].tolist()], n_results=top_k,
@@ -121,9 +121,9 @@ def main() -> None:
 
     from unirag import UniModel
     from unirag.evaluation.rag import load_questions, run_rag_eval
-    from unirag.gguf_export import export_gguf
-    from unirag.models import source_gguf
-    from unirag.rag.store import connect
+    from unirag.export.gguf import export_gguf
+    from unirag.model.registry import source_gguf
+    from unirag.retrieval.store import connect
 
     serving = UniModel.load()  # what `unirag ask` runs
     yardstick = UniModel.load(precision="fp32", decode_copy=None)  # the weights as trained, fp32

@@ -50,17 +50,17 @@ Reader = Callable[[str], str]  # HTML -> Markdown-style text
 
 def baseline_reader(revision: str) -> Reader:
     """`html_to_markdown` as it was at a git revision, loaded beside the current one."""
-    source = subprocess.run(["git", "show", f"{revision}:unirag/rag/readers.py"], cwd=ROOT, check=True,
+    source = subprocess.run(["git", "show", f"{revision}:unirag/readers/registry.py"], cwd=ROOT, check=True,
                             capture_output=True, text=True).stdout
     module = types.ModuleType("unirag.rag._readers_baseline")
     module.__package__ = "unirag.rag"  # its relative imports resolve against the installed package
     sys.modules[module.__name__] = module  # dataclasses look their module up
-    exec(compile(source, f"{revision}:unirag/rag/readers.py", "exec"), module.__dict__)
+    exec(compile(source, f"{revision}:unirag/readers/registry.py", "exec"), module.__dict__)
     return lambda html: module.html_to_markdown(html)[0]
 
 
 def unirag_reader(html: str) -> str:
-    from unirag.rag.readers import html_to_markdown
+    from unirag.readers.registry import html_to_markdown
 
     return html_to_markdown(html)[0]
 
@@ -132,7 +132,7 @@ def references(html: str) -> dict[str, list[str]]:
 # ---------------------------------------------------------------------- measuring
 def measure(read: Reader, pages: list[tuple[str, str, dict]], tokenizer) -> dict:
     """Totals for one reader over all pages, plus what it missed (first few of each kind)."""
-    from unirag.rag.chunking import ChunkSettings, chunk_text, split_sections
+    from unirag.retrieval.chunking import ChunkSettings, chunk_text, split_sections
 
     totals = dict.fromkeys(("chunks", "nav_chunks", "pilcrow_headings", "words", "code", "code_kept", "paragraphs",
                             "paragraphs_kept", "headings", "headings_kept"), 0)
@@ -173,7 +173,7 @@ def load_tokenizer(words: bool):
         return None
     from transformers import AutoTokenizer
 
-    from unirag.models import DEFAULT_MODEL, resolve_model
+    from unirag.model.registry import DEFAULT_MODEL, resolve_model
 
     return AutoTokenizer.from_pretrained(resolve_model(DEFAULT_MODEL))
 

@@ -1,6 +1,6 @@
 """Evidence units judged in their passage: does reading a unit where it stands find the answer?
 
-Why: every evidence scorer of `rag/evidence.py` reads a unit alone (the question's likelihood
+Why: every evidence scorer of `answer/evidence.py` reads a unit alone (the question's likelihood
 after the unit, the unit's embedding, the unit as an answer after the question), and none ranks
 the answering unit first for more than about a third of the dev questions (docs/RESULTS.md,
 "Where the answers are lost"). A unit alone loses what its passage gives it ("It is evaluated
@@ -47,7 +47,7 @@ from evidence_recall import first_holding_rank  # noqa: E402
 from selection_replay import load_cache, lookup, save  # noqa: E402
 
 from unirag.evaluation.answers import has_keys as holds  # noqa: E402
-from unirag.scoring import _token_logprobs  # noqa: E402
+from unirag.model.scoring import _token_logprobs  # noqa: E402
 
 HEAD = "Passage: "
 TAIL = "\nPlease write a question based on this passage.\nQuestion:"  # the rerank's (scoring.PROMPT)
@@ -132,8 +132,8 @@ def judge(model, question: str, hits, cands) -> dict[str, list[float]]:
 
 def variants() -> dict[str, tuple]:
     """(AskSettings, leaders) per row: the default, then each judge fused, leading and replacing."""
-    from unirag.rag.ask import AskSettings
-    from unirag.rag.evidence import LEADERS
+    from unirag.answer.ask import AskSettings
+    from unirag.answer.evidence import LEADERS
 
     base = AskSettings()
     out = {"default": (base, LEADERS)}
@@ -158,9 +158,10 @@ def main() -> None:
     from unirag import UniModel
     from unirag.evaluation import answers as answer_scores
     from unirag.evaluation.rag import load_questions
-    from unirag.rag import evidence
-    from unirag.rag.ask import ANSWER_SYSTEM, AskSettings, answer_hits, chosen_evidence
-    from unirag.rag.pipeline import Hit, fit
+    from unirag.answer import evidence
+    from unirag.answer.ask import ANSWER_SYSTEM, AskSettings, answer_hits, chosen_evidence
+    from unirag.retrieval.search import Hit
+    from unirag.answer.generate import fit
 
     model = UniModel.load()
     replayed = evidence.SCORERS

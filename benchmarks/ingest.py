@@ -4,7 +4,7 @@ Why: a user who keeps the usual two-model setup indexes with a small dedicated e
 what ingesting with the 135M LLM itself costs next to that, on the same files and chunk size,
 in one run on one machine.
 
-- unirag: `unirag.rag.ingest.ingest` with the default settings (256-token chunks, 32 overlap,
+- unirag: `unirag.retrieval.ingest.ingest` with the default settings (256-token chunks, 32 overlap,
   heading path embedded, EOS pooling of the shipped adapter, `--precision` as `unirag ingest`).
 - LlamaIndex: `SimpleDirectoryReader` -> `SentenceSplitter(chunk_size, chunk_overlap)` counting
   tokens with the same SmolLM2 tokenizer -> `HuggingFaceEmbedding(all-MiniLM-L6-v2)` (the
@@ -62,9 +62,9 @@ def copy_subset(files: list[Path], root: Path, into: Path) -> Path:
 def run_unirag(uni, docs: Path, db: Path, precision: str, chunk_size: int, overlap: int, budget: int) -> dict:
     """One `unirag ingest` of `docs` into a fresh database at `db`, embedding in batches of
     `budget` padded tokens."""
-    from unirag.rag import store
-    from unirag.rag.chunking import ChunkSettings
-    from unirag.rag.ingest import ingest
+    from unirag.retrieval import store
+    from unirag.retrieval.chunking import ChunkSettings
+    from unirag.retrieval.ingest import ingest
 
     uni.embed_batch_tokens = budget
     collection = store.open_collection(store.connect(db), "bench", uni, create=True)
@@ -86,7 +86,6 @@ def run_unirag_budgets(docs: Path, tmp: Path, args) -> tuple[list[dict], object]
     import statistics
 
     from unirag import UniModel
-
     start = time.perf_counter()
     uni = UniModel.load(args.model, args.adapter, precision=args.precision)
     load_s = time.perf_counter() - start

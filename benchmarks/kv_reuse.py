@@ -90,7 +90,6 @@ def main() -> None:
     import torch
 
     from unirag import UniModel
-
     lengths = [int(x) for x in args.lengths.split(",") if x.strip()]
     model = UniModel.load(args.model, args.adapter, precision=args.precision, device=args.device,
                           max_length=max(lengths) + 64)

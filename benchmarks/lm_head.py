@@ -1,7 +1,7 @@
 """The LM head in a decode step: one fp32 matrix-vector product vs the same split into row blocks.
 
 Why: on the 2-core test machine the fp32 head's one-row kernel ran on one thread, a third of
-each decode step's bytes at 15.8 GB/s. `unirag.split_head` runs it as a `bmm` over row blocks
+each decode step's bytes at 15.8 GB/s. `unirag.model.fast_decode.split_head` runs it as a `bmm` over row blocks
 (bit-identical logits). This script shows both halves of that claim in one process:
 
 1. the head alone: `head(vector)` vs `head_logits` vs a bf16 copy of the head (for scale; unirag
@@ -32,7 +32,7 @@ def head_kernel_ms(head, repeats: int) -> dict[str, float]:
     import torch
     import torch.nn.functional as F
 
-    from unirag.split_head import head_logits
+    from unirag.model.fast_decode.split_head import head_logits
 
     vector = torch.randn(head.in_features)
     bf16 = head.weight.detach().to(torch.bfloat16)
@@ -69,9 +69,9 @@ def main() -> None:
 
     import torch
 
-    import unirag.unimodel as unimodel
+    import unirag.model.unimodel as unimodel
     from unirag import UniModel
-    from unirag.split_head import head_logits
+    from unirag.model.fast_decode.split_head import head_logits
 
     uni = UniModel.load(args.model, args.adapter)
     uni._stop_ids = lambda: set()  # exactly --new-tokens tokens each

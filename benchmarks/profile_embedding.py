@@ -58,7 +58,6 @@ def main() -> None:
     from torch.profiler import ProfilerActivity, profile
 
     from unirag import UniModel
-
     uni = UniModel.load("smollm2-135m", "default")
     texts = prose_chunks(str(DEFAULT_DOCS), uni.tokenizer, args.n_texts, args.chunk_tokens)
     model = UniModel.load("smollm2-135m", "default", precision="fp32").model

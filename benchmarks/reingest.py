@@ -61,8 +61,8 @@ def main(argv=None) -> int:
         raise SystemExit(f"no page at {args.page}")
 
     import unirag
-    from unirag.rag import store
-    from unirag.rag.ingest import ingest
+    from unirag.retrieval import store
+    from unirag.retrieval.ingest import ingest
 
     model = unirag.load()
     rows: dict[bool, list] = {True: [], False: []}

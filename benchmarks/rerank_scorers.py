@@ -1,6 +1,6 @@
 """Which same-model judgement should rerank: query likelihood (today's) or "does it answer?" yes/no.
 
-Why: the rerank reorders hybrid retrieval's top 5 with the one model (`unirag/rag/rerank.py`). Its
+Why: the rerank reorders hybrid retrieval's top 5 with the one model (`unirag/retrieval/rerank.py`). Its
 scorer is query likelihood (UPR: how likely the question is after the passage). An instruction
 model can also be asked outright, "does the passage answer the question?", and scored by
 log p("Yes") - log p("No") after its chat template. For each dev set this retrieves the hybrid top
@@ -34,7 +34,7 @@ METRICS = ("hit@1", "hit@3", "hit@5", "rr")
 
 def yes_no_logodds(model, question: str, passages: list[str], max_passage_tokens: int = 256) -> list[float]:
     """log p("Yes") - log p("No") as the assistant's first word, for each passage."""
-    from unirag.scoring import loglikelihoods
+    from unirag.model.scoring import loglikelihoods
 
     tokenizer = model.tokenizer
     yes, no = (tokenizer(word, add_special_tokens=False)["input_ids"] for word in ("Yes", "No"))
@@ -52,7 +52,7 @@ def best_first(scores: list[float]) -> list[int]:
 
 
 def fused(*orders: list[int]) -> list[int]:
-    from unirag.rag.lexical import reciprocal_rank_fusion
+    from unirag.retrieval.lexical import reciprocal_rank_fusion
 
     return [int(i) for i, _ in reciprocal_rank_fusion([[str(i) for i in order] for order in orders])]
 
@@ -67,9 +67,9 @@ def main() -> None:
 
     from unirag import UniModel
     from unirag.evaluation.rag import load_questions, score_ranking
-    from unirag.rag.pipeline import retrieve
-    from unirag.rag.store import connect
-    from unirag.scoring import question_logprobs
+    from unirag.retrieval.search import retrieve
+    from unirag.retrieval.store import connect
+    from unirag.model.scoring import question_logprobs
 
     model = UniModel.load()
     client = connect(args.db)

@@ -43,7 +43,7 @@ METRICS = ("hit@1", "hit@3", "hit@5", "rr")
 
 def content_words(texts: list[str]) -> list[set[str]]:
     """Each text's BM25 tokens (stemmed words, stopwords dropped) as a set."""
-    from unirag.rag.lexical import tokenize
+    from unirag.retrieval.lexical import tokenize
 
     tokenized = tokenize(texts)
     words = {i: w for w, i in tokenized.vocab.items()}
@@ -53,8 +53,8 @@ def content_words(texts: list[str]) -> list[set[str]]:
 def overlaps(questions, collection) -> list[float]:
     """Per question: the largest share of its content words found in one chunk of a right file."""
     from unirag.evaluation.rag import same_file
-    from unirag.rag.lexical import chunk_words
-    from unirag.rag.store import pages
+    from unirag.retrieval.lexical import chunk_words
+    from unirag.retrieval.store import pages
 
     chunks = [(meta["source"], chunk_words(doc, meta))
               for got in pages(collection, ["documents", "metadatas"])
@@ -91,10 +91,10 @@ def main() -> None:
     args = parser.parse_args()
 
     from unirag import UniModel
-    from unirag.cli_options import DEFAULT_RERANK
+    from unirag.cli.options import DEFAULT_RERANK
     from unirag.evaluation.rag import load_questions, run_rag_eval
-    from unirag.rag.ingest import ingest
-    from unirag.rag.store import connect, open_collection
+    from unirag.retrieval.ingest import ingest
+    from unirag.retrieval.store import connect, open_collection
 
     model = UniModel.load(adapter=args.adapter)
     prefixes = args.query_prefix if args.query_prefix is not None else [model.query_prefix]

@@ -56,7 +56,7 @@ CACHE_VERSION = 1
 def cached_scorers() -> tuple[str, ...]:
     """Every evidence scorer but the draft, which generates an answer per question (not a unit's
     own score, and slow)."""
-    from unirag.rag.evidence import SCORERS
+    from unirag.answer.evidence import SCORERS
 
     return tuple(name for name in SCORERS if name != "draft")
 
@@ -136,7 +136,7 @@ def answer_row(model, q, entry: dict, settings, hits, chosen) -> dict:
     """The answer `settings` give from these hits and this evidence, scored against q's keys."""
     from unirag.errors import UniragError
     from unirag.evaluation import answers as answer_scores
-    from unirag.rag.ask import answer_hits
+    from unirag.answer.ask import answer_hits
 
     try:
         result = answer_hits(model, q.question, hits, settings, evidence=chosen, unmentioned=entry["unmentioned"])
@@ -165,9 +165,10 @@ def replay_set(model, questions, variants: dict, cache: dict, cache_path: Path, 
     the embedding, under "VARIANT, REFERENCE_NAME" (`referenced`)."""
     from tqdm.auto import tqdm
 
-    from unirag.rag import evidence
-    from unirag.rag.ask import ANSWER_SYSTEM, chosen_evidence, never_mentioned
-    from unirag.rag.pipeline import Hit, fit, retrieve
+    from unirag.answer import evidence
+    from unirag.answer.ask import ANSWER_SYSTEM, chosen_evidence, never_mentioned
+    from unirag.retrieval.search import Hit, retrieve
+    from unirag.answer.generate import fit
 
     collection = None
     first = next(iter(variants.values()))
@@ -178,8 +179,7 @@ def replay_set(model, questions, variants: dict, cache: dict, cache_path: Path, 
         changed = entry is None
         if entry is None:
             collection = collection or open_set()
-            hits = retrieve(model, collection, q.question, first.top_k, first.retrieval, first.rerank,
-                            expand=first.expand)
+            hits = retrieve(model, collection, q.question, first.top_k, first.retrieval, first.rerank)
             entry = {"hits": [asdict(h) for h in hits],
                      "unmentioned": list(never_mentioned(collection, q.question)), "units": {}, "null": 0.0}
             cache["entries"][q.question] = entry
@@ -227,7 +227,7 @@ def main() -> None:
 
     from unirag import UniModel
     from unirag.evaluation.rag import answer_variants, load_questions
-    from unirag.rag.store import connect, open_collection
+    from unirag.retrieval.store import connect, open_collection
 
     variants = answer_variants(args.variants)
     for label, settings in variants.items():

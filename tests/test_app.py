@@ -17,8 +17,8 @@ from net import free_port
 from unirag.app import (EMPTY_COLLECTION, MAX_QUEUE, NO_SOURCES, build_app, launch, new_session,
                         parse_auth, render_sources, safe_filename)
 from unirag.errors import UniragError
-from unirag.rag.chunking import ChunkSettings
-from unirag.rag.pipeline import Hit
+from unirag.retrieval.chunking import ChunkSettings
+from unirag.retrieval.search import Hit
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 SMALL = dict(top_k=2, max_new_tokens=8, chunk_settings=ChunkSettings(chunk_size=96, overlap=8))
@@ -139,7 +139,7 @@ def test_app_command_options_and_auth_check():
 
     cli = typer.Typer()
     cli.command("app")(app_command)
-    cli.command("other")(lambda: None)  # two commands, so "app" is a subcommand as in unirag.cli
+    cli.command("other")(lambda: None)  # two commands, so "app" is a subcommand as in unirag.cli.main
     runner = CliRunner()
     help_text = runner.invoke(cli, ["app", "--help"]).output
     for option in ("--model", "--adapter", "--db", "--chroma-url", "--collection", "--host", "--port", "--share",
@@ -162,7 +162,6 @@ def test_queue_serialises_the_model(demo):
 def server(tiny_model_dir, tmp_path_factory):
     """One app on 127.0.0.1 with the tiny model: (url, demo)."""
     from unirag import UniModel
-
     root = tmp_path_factory.mktemp("app")
     model = UniModel.load(str(tiny_model_dir), precision="fp32")
     demo = launch(model, port=free_port(), prevent_thread_lock=True, quiet=True, db=root / "db",
@@ -198,7 +197,7 @@ def test_api_client_uploads_and_gets_a_complete_answer(server, tmp_path):
 @pytest.mark.timeout(120)
 def test_one_answer_at_a_time_and_busy_past_the_queue(tiny, tmp_path, monkeypatch):
     """Concurrency 1 on the answer event, max_queue waiting: one more gets 'Queue is full, try again'."""
-    import unirag.rag.ask
+    import unirag.answer.ask
     from gradio_client import Client
     from gradio_client.utils import QueueError, Status
 
@@ -214,7 +213,7 @@ def test_one_answer_at_a_time_and_busy_past_the_queue(tiny, tmp_path, monkeypatc
         finally:
             running.pop()
 
-    monkeypatch.setattr(unirag.rag.ask, "_pieces", slow_answer)  # the answer text the ask flow streams
+    monkeypatch.setattr(unirag.answer.ask, "_pieces", slow_answer)  # the answer text the ask flow streams
     demo = launch(tiny, port=free_port(), prevent_thread_lock=True, quiet=True, db=tmp_path / "db",
                   upload_dir=tmp_path / "uploads", max_queue=1, **SMALL)
     try:

@@ -248,7 +248,7 @@ def test_abstention_table_counts_relevance_under_each_threshold():
 
 def test_abstention_rule_refuses_weak_relevance_or_weak_answer_gain():
     abstention = load("abstention")
-    from unirag.rag.ask import AskSettings
+    from unirag.answer.ask import AskSettings
 
     pairs = [(1.0, 0.05), (0.1, 1.0), (1.0, 1.0), (1.0, None), (0.25, 1.0)]
     rows = abstention.rule_rows(AskSettings(), pairs)
@@ -261,7 +261,7 @@ def test_abstention_rule_refuses_weak_relevance_or_weak_answer_gain():
 
 def test_abstention_similarity_rows_add_the_similarity_test_to_the_ask_rule():
     abstention = load("abstention")
-    from unirag.rag.ask import AskSettings
+    from unirag.answer.ask import AskSettings
 
     # relevance, answer gain, similarity; a pair is a file written before similarity was scored
     signals = [(1.0, 1.0, 0.7), (1.0, 1.0, 0.52), (1.0, 1.0, 0.3), (0.1, 1.0, 0.9), (1.0, 1.0)]
@@ -273,7 +273,7 @@ def test_abstention_similarity_rows_add_the_similarity_test_to_the_ask_rule():
 
 def test_abstention_names_rows_count_the_names_test_alone_beside_the_evidence_tests():
     abstention = load("abstention")
-    from unirag.rag.ask import AskSettings
+    from unirag.answer.ask import AskSettings
 
     # relevance, answer gain, similarity, names never mentioned (a triple: written before that test)
     signals = [(1.0, 1.0, 0.7, 1), (0.1, 1.0, 0.9, 0), (0.1, 1.0, 0.9, 1), (1.0, 1.0, 0.7, 0), (1.0, 1.0, 0.7)]
@@ -379,10 +379,11 @@ def test_selection_replay_answers_from_cached_scores_as_ask_does(tiny):
     for each variant; a unit whose text changed is missing from the cache."""
     from dataclasses import replace
 
-    from unirag.rag import evidence
+    from unirag.answer import evidence
     from unirag.evaluation.rag import answer_variants
-    from unirag.rag.ask import ANSWER_SYSTEM, answer_hits, chosen_evidence
-    from unirag.rag.pipeline import Hit, fit
+    from unirag.answer.ask import ANSWER_SYSTEM, answer_hits, chosen_evidence
+    from unirag.retrieval.search import Hit
+    from unirag.answer.generate import fit
 
     replay = load("selection_replay")
     question = "How does a loop return a value?"
@@ -420,8 +421,8 @@ def test_selection_replay_fills_its_cache_once_and_answers_alike_from_it(tiny, t
     from dataclasses import asdict
 
     from unirag.evaluation.rag import Question, answer_variants
-    from unirag.rag import evidence
-    from unirag.rag.pipeline import Hit
+    from unirag.answer import evidence
+    from unirag.retrieval.search import Hit
 
     replay = load("selection_replay")
     hit = Hit("a", 0.9, "A loop repeats code. You return a value from a loop with `break`.", "loops.md", "Loops")
@@ -451,9 +452,10 @@ def test_selection_replay_reference_judge_ranks_in_the_embeddings_place(tiny, tm
 
     from unirag.evaluation.rag import Question, answer_variants
     from unirag.evaluation.reference import minilm_encoder
-    from unirag.rag import evidence
-    from unirag.rag.ask import ANSWER_SYSTEM, answer_hits, chosen_evidence
-    from unirag.rag.pipeline import Hit, fit
+    from unirag.answer import evidence
+    from unirag.answer.ask import ANSWER_SYSTEM, answer_hits, chosen_evidence
+    from unirag.retrieval.search import Hit
+    from unirag.answer.generate import fit
 
     replay = load("selection_replay")
     variants = answer_variants("extractive@noabstain,extractive@lexical+rank@noabstain")

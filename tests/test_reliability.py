@@ -1,7 +1,7 @@
 """Issue 7, reliability and security: bad input, crashes, load, safe defaults (tiny model).
 
 Each test here backs one or more rows of the table in docs/RELIABILITY.md. User errors go
-through the real entry point, `unirag.cli.main`, in-process (no model load for most): they must
+through the real entry point, `unirag.cli.main.main`, in-process (no model load for most): they must
 print one line on stderr, `unirag: error: ...`, exit non-zero, and never a traceback.
 """
 
@@ -18,16 +18,15 @@ import pytest
 from net import free_port
 
 from unirag.errors import UniragError
-from unirag.rag import store
-
+from unirag.retrieval import store
 REPO = Path(__file__).resolve().parents[1]
 TINY_ARGS = ["--precision", "fp32"]
 
 
 @pytest.fixture
 def cli(capsys, monkeypatch):
-    """Run `unirag ARGS...` through `unirag.cli.main` in this process: (exit code, stdout, stderr)."""
-    from unirag.cli import main
+    """Run `unirag ARGS...` through `unirag.cli.main.main` in this process: (exit code, stdout, stderr)."""
+    from unirag.cli.main import main
 
     def run(*args: str) -> tuple[int, str, str]:
         capsys.readouterr()
@@ -108,7 +107,7 @@ def test_user_error_is_one_line(cli, tmp_path, case):
 def test_unknown_option_in_a_real_process(tmp_path):
     """The same through the installed entry point in a child process: status 2, one line."""
     script = Path(sys.executable).parent / "unirag"
-    command = [str(script)] if script.exists() else [sys.executable, "-m", "unirag.cli"]
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "unirag.cli.main"]
     result = subprocess.run([*command, "retrieve", "x", "--top-k", "2", "--bogus"], capture_output=True,
                             text=True, timeout=120, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert result.returncode == 2
@@ -207,7 +206,7 @@ def test_ingest_skips_bad_files_and_lists_them(cli, tiny_model_dir, tmp_path, un
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads a chmod 000 file anyway; "
                     "test_ingest_skips_bad_files_and_lists_them injects the same EACCES instead")
 def test_chmod_000_file_is_skipped_as_unreadable(tmp_path):
-    from unirag.rag.readers import read_bytes, walk
+    from unirag.readers.registry import read_bytes, walk
 
     (tmp_path / "secret.md").write_text("# Secret\n")
     (tmp_path / "secret.md").chmod(0)
@@ -347,8 +346,7 @@ def fake_registry_model(tmp_path, monkeypatch, tiny_model_dir):
     """A registry entry whose "GGUF" de-quantizes to the tiny model: the cache code runs for real."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from unirag import models as models_mod
-
+    from unirag.model import registry as models_mod
     monkeypatch.setenv("UNIRAG_CACHE", str(tmp_path / "cache"))
     monkeypatch.setitem(models_mod.REGISTRY, "fake-model", models_mod.WheelGGUF("fake-dist", "1.0", "fake.gguf"))
     gguf = tmp_path / "fake.gguf"
@@ -377,7 +375,7 @@ def test_model_cache_crash_never_leaves_a_loadable_half(fake_registry_model, mon
     from transformers import PreTrainedTokenizerFast
 
     from unirag import UniModel
-    from unirag.models import CACHE_MARKER
+    from unirag.model.registry import CACHE_MARKER
 
     target, calls = fake_registry_model
     save = PreTrainedTokenizerFast.save_pretrained
@@ -416,7 +414,7 @@ def test_half_written_adapter_is_one_line_in_a_real_process(tiny_model_dir, tmp_
     adapter = make_adapter(tiny_model_dir, tmp_path / "adapter")
     weights = adapter / "adapter_model.safetensors"
     weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])  # cut short while being written
-    result = subprocess.run([sys.executable, "-m", "unirag.cli", "embed", "x", "--model", str(tiny_model_dir),
+    result = subprocess.run([sys.executable, "-m", "unirag.cli.main", "embed", "x", "--model", str(tiny_model_dir),
                              "--adapter", str(adapter)], capture_output=True, text=True, timeout=300,
                             env={**os.environ, "PYTHONPATH": str(REPO)})
     assert result.returncode == 1 and result.stdout == ""
@@ -451,7 +449,6 @@ def test_remote_code_in_a_model_folder_is_never_run(tmp_path, tiny_model_dir):
     import shutil
 
     from unirag import UniModel
-
     marker = tmp_path / "remote-code-ran"
     for model_type in ("llama", "unirag-custom"):  # a known architecture, and one only the custom code has
         folder = tmp_path / model_type
@@ -508,7 +505,7 @@ def test_training_survives_ctrl_c_and_sigkill_then_resumes_exactly(tiny_model_di
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(CORPUS_LINES * 4) + "\n")
     out, checkpoints = tmp_path / "run", tmp_path / "run" / "checkpoints"
-    command = [sys.executable, "-m", "unirag.cli", "train", "--recipe", "test-tiny", "--data", str(corpus),
+    command = [sys.executable, "-m", "unirag.cli.main", "train", "--recipe", "test-tiny", "--data", str(corpus),
                "--output", str(out), "--model", str(tiny_model_dir), "--steps", str(STEPS), "--save_steps", str(SAVE)]
     # one thread (see one_torch_thread), in the child processes and in the comparison run below
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
@@ -606,7 +603,7 @@ def test_eight_simultaneous_questions_through_the_app_api(tiny, tmp_path, one_to
     from gradio_client import Client
 
     from unirag.app import launch
-    from unirag.rag.chunking import ChunkSettings
+    from unirag.retrieval.chunking import ChunkSettings
 
     demo = launch(tiny, port=free_port(), prevent_thread_lock=True, quiet=True, db=tmp_path / "db",
                   upload_dir=tmp_path / "uploads", **LOAD, chunk_settings=ChunkSettings(32, 0))
@@ -647,7 +644,7 @@ def test_busy_message_past_the_queue_limit_over_http(tiny, tmp_path, monkeypatch
     import urllib.error
     import urllib.request
 
-    import unirag.rag.ask
+    import unirag.answer.ask
     from gradio_client import Client
     from gradio_client.utils import Status
 
@@ -658,7 +655,7 @@ def test_busy_message_past_the_queue_limit_over_http(tiny, tmp_path, monkeypatch
             time.sleep(1.0)
             yield word
 
-    monkeypatch.setattr(unirag.rag.ask, "_pieces", slow_answer)  # the answer text the ask flow streams
+    monkeypatch.setattr(unirag.answer.ask, "_pieces", slow_answer)  # the answer text the ask flow streams
     demo = launch(tiny, port=free_port(), prevent_thread_lock=True, quiet=True, db=tmp_path / "db",
                   upload_dir=tmp_path / "uploads", max_queue=1, **LOAD)
     try:
@@ -692,7 +689,7 @@ def test_python_api_serves_concurrent_threads(tiny, tmp_path, one_torch_thread):
     import numpy as np
 
     from unirag.app import RagChat
-    from unirag.rag.chunking import ChunkSettings
+    from unirag.retrieval.chunking import ChunkSettings
 
     rag = RagChat(tiny, db=tmp_path / "db", upload_dir=tmp_path / "uploads",
                   **LOAD, chunk_settings=ChunkSettings(32, 0))
@@ -737,8 +734,8 @@ def test_soak_repeated_ingest_and_ask_does_not_grow_memory(tiny, tmp_path, one_t
     import statistics
 
     from unirag.app import RagChat
-    from unirag.rag.chunking import ChunkSettings
-    from unirag.rag.ingest import ingest
+    from unirag.retrieval.chunking import ChunkSettings
+    from unirag.retrieval.ingest import ingest
 
     docs = tmp_path / "docs"
     docs.mkdir()

@@ -68,7 +68,7 @@ def test_wheel_holds_package_data_and_no_apps(installed):
     names = zipfile.ZipFile(wheel).namelist()
     assert "unirag/training/recipes/cpu-quick.yaml" in names and "unirag/app.py" in names
     assert "unirag/__main__.py" in names and any(n.startswith("unirag/sample_docs/") for n in names)
-    assert "unirag/native_step.cpp" in names  # built on the user's machine
+    assert "unirag/model/fast_decode/native_step.cpp" in names  # built on the user's machine
     assert any(n.startswith("unirag/weights/smollm2-135m-unimae/") for n in names)
     assert not any(n.startswith(("apps/", "tests/", "train/", "docs/")) for n in names)
 
@@ -77,7 +77,7 @@ def test_commands_run_outside_the_checkout(installed, tiny_model_dir):
     bin_, env, elsewhere, _ = installed
     python, unirag = bin_ / "python", bin_ / "unirag"
 
-    out = run(python, "-c", "import importlib.util as u, unirag, unirag.cli as c; "
+    out = run(python, "-c", "import importlib.util as u, unirag, unirag.cli.main as c; "
               "from unirag.training.config import load_config; "
               "print(unirag.__file__); print(u.find_spec('apps')); print(load_config('cpu-quick').recipe); "
               "print(sorted(p.name for p in c.SAMPLE_DOCS.glob('*.md')))", cwd=elsewhere, env=env).stdout.splitlines()

@@ -35,13 +35,13 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from .cli_options import (DEFAULT_ANSWER, DEFAULT_RERANK, AdapterOpt, AnswerOpt, CompileOpt, DecodeCopyOpt, ModelOpt,
+from unirag.cli.options import (DEFAULT_ANSWER, DEFAULT_RERANK, AdapterOpt, AnswerOpt, CompileOpt, DecodeCopyOpt, ModelOpt,
                           PrecisionOpt, RerankOpt, RetrievalOpt, load_model)
-from .errors import UniragError
-from .rag import store
-from .rag.ask import AskSettings
-from .rag.chunking import ChunkSettings
-from .rag.readers import KINDS
+from unirag.errors import UniragError
+from unirag.retrieval import store
+from unirag.answer.ask import AskSettings
+from unirag.retrieval.chunking import ChunkSettings
+from unirag.readers.registry import KINDS
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # local-first: no calls home
 
@@ -245,7 +245,7 @@ class RagChat:
         The session is copied, never mutated in place; the returned copy carries the new turn.
         Empty or missing collections get EMPTY_COLLECTION instead of an answer.
         """
-        from .rag.ask import ask
+        from unirag.answer.ask import ask
 
         session = session or new_session()
         turns = [list(t) for t in session.get("turns", [])][-MAX_TURNS:]
@@ -292,7 +292,7 @@ class RagChat:
 
         Items are local paths (the upload's name is the basename) or (original name, path).
         """
-        from .rag.ingest import ingest
+        from unirag.retrieval.ingest import ingest
 
         files = list(files or [])
         if not files:

@@ -6,7 +6,7 @@ import pytest
 
 from unirag.evaluation.answers import (answers_markdown, degenerate, grounded_share, key_correct, score,
                                        summarize)
-from unirag.rag.ask import CLOSEST, NO_ANSWER
+from unirag.answer.ask import CLOSEST, NO_ANSWER
 
 
 @pytest.mark.parametrize("text, keys, expected", [

@@ -41,7 +41,7 @@ def direct_loglikelihood(uni, context, continuation):
 def test_shared_context_scores_as_separate_pairs(tiny, continuations, batch_size):
     """The context's KV cache, run once and copied per batch, gives each continuation the score
     that scoring it after its own copy of the context gives, and the same greedy flags."""
-    from unirag.scoring import shared_context_loglikelihoods
+    from unirag.model.scoring import shared_context_loglikelihoods
 
     encode = lambda text: tiny.tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
     context, conts = encode("Question: Where did the cat sit?\nAnswer:"), [encode(c) for c in continuations]
@@ -65,7 +65,7 @@ def test_read_gives_the_separate_passes_scores(tiny, monkeypatch, pooling, batch
     """One pass per text gives the embedding `embed` gives, the targets' likelihood after the text
     as laid out and the prompt, and the text's own tokens' likelihood after its first, each as
     its own pass gives it."""
-    from unirag.scoring import read
+    from unirag.model.scoring import read
 
     monkeypatch.setattr(tiny, "default_pooling", pooling)
     encode = lambda text: tiny.tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
@@ -87,7 +87,7 @@ def test_read_gives_the_separate_passes_scores(tiny, monkeypatch, pooling, batch
 def test_read_keeps_rows_within_the_context_window(tiny, monkeypatch):
     """With `max_length` at the context window, a long text leaves the targets only the room that
     is left: they are cut, not run past the model's positions."""
-    from unirag.scoring import read
+    from unirag.model.scoring import read
 
     window = tiny.context_window
     encode = lambda text: tiny.tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731

@@ -14,8 +14,8 @@ from unirag.evaluation import rag as rag_eval
 from unirag.evaluation.cli import eval_app
 from unirag.evaluation.rag import (Question, aggregate, depths_for, load_questions, rag_results_markdown,
                                    same_file, score_ranking)
-from unirag.rag import evidence
-from unirag.rag.pipeline import Hit
+from unirag.answer import evidence
+from unirag.retrieval.search import Hit
 
 runner = CliRunner()
 
@@ -90,19 +90,19 @@ def test_markdown_table():
 
 
 def test_run_rag_eval_scores_what_pipeline_retrieve_returns(monkeypatch):
-    """The eval goes through unirag.rag.pipeline.retrieve, the function `ask` uses."""
+    """The eval goes through unirag.retrieval.search.retrieve, the function `ask` uses."""
     rankings = {"q1": ["a.md", "b.md", "c.md"], "q2": ["c.md", "c.md", "b.md"]}
     calls = []
 
     def fake_retrieve(model, collection, question, top_k=5, mode="hybrid", rerank=0, rerank_fusion=True,
-                      expand="none", rerank_weight=None):
-        calls.append((question, top_k, mode, rerank, expand))
+                      rerank_weight=None):
+        calls.append((question, top_k, mode, rerank))
         return [Hit(f"{question}-{i}", 1.0 - i / 10, "text", s) for i, s in enumerate(rankings[question][:top_k])]
 
-    monkeypatch.setattr("unirag.rag.pipeline.retrieve", fake_retrieve)
+    monkeypatch.setattr("unirag.retrieval.search.retrieve", fake_retrieve)
     result = rag_eval.run_rag_eval(None, None, [Question("q1", ("b.md",)), Question("q2", ("b.md",))], top_k=3,
-                                   mode="dense", rerank=4, expand="hyde")
-    assert calls == [("q1", 3, "dense", 4, "hyde"), ("q1", 3, "dense", 4, "hyde"), ("q2", 3, "dense", 4, "hyde")]  # warm-up, then each once
+                                   mode="dense", rerank=4)
+    assert calls == [("q1", 3, "dense", 4), ("q1", 3, "dense", 4), ("q2", 3, "dense", 4)]  # warm-up, then each once
     m = result["metrics"]
     assert (m["hit@1"], m["hit@3"], m["mrr"]) == (0.0, 1.0, 0.5)  # b is file 2 in both rankings
     assert "hit@5" not in m

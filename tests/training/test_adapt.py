@@ -7,9 +7,9 @@ import pytest
 from typer.testing import CliRunner
 
 from unirag import UniModel, UniragError
-from unirag.cli import app
+from unirag.cli.main import app
 from unirag.training.adapt import adapt, domain_texts
-from unirag.rag.chunking import ChunkSettings
+from unirag.retrieval.chunking import ChunkSettings
 
 SETTINGS = ChunkSettings(chunk_size=32, overlap=4)
 

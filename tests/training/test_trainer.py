@@ -160,7 +160,7 @@ def test_a_pairs_cue_is_trained_recorded_and_used_by_retrieval(tiny_model_dir, c
     from datasets import Dataset
     from transformers import AutoTokenizer
 
-    from unirag.rag.pipeline import query_text
+    from unirag.retrieval.search import query_text
     from unirag.training.data import tokenize_pairs
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)

@@ -24,9 +24,9 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..rag.ask import CLOSEST, NO_ANSWER
-from ..rag.attribution import content_words, sentence_ends
-from ..rag.sentences import word_count
+from unirag.answer.ask import CLOSEST, NO_ANSWER
+from unirag.answer.attribution import content_words, sentence_ends
+from unirag.answer.sentences import word_count
 
 MAX_WORDS = 60
 # "The answer is:", "Answer:", "Here is the answer to your question:" with nothing after it

@@ -1,6 +1,6 @@
 """`unirag eval ...`: embedding quality (MTEB tasks) and kept generation quality (LM tasks).
 
-The lead's ``unirag/cli.py`` mounts this with ``app.add_typer(eval_app, name="eval")``. Each
+The lead's ``unirag/cli/main.py`` mounts this with ``app.add_typer(eval_app, name="eval")``. Each
 command loads a model once per variant with ``UniModel.load`` and imports mteb only when needed
 (importing it takes seconds).
 """
@@ -16,11 +16,11 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..cli_options import (DEFAULT_RERANK, AdapterOpt, ContextWordsOpt, DecodeCopyOpt, ExpandOpt, ModelOpt,
+from unirag.cli.options import (DEFAULT_RERANK, AdapterOpt, ContextWordsOpt, DecodeCopyOpt, ModelOpt,
                            PrecisionOpt, RerankOpt, RetrievalOpt, load_model)
 
-from ..errors import UniragError
-from ..rag.rerank import LIKELIHOOD_WEIGHT
+from unirag.errors import UniragError
+from unirag.retrieval.rerank import LIKELIHOOD_WEIGHT
 
 eval_app = typer.Typer(
     help="Evaluate a model: MTEB embedding tasks (embed) and language-modelling tasks (lm).",
@@ -85,7 +85,7 @@ def embed(
     reference: ReferenceOpt = None,
 ):
     """Score embeddings on MTEB tasks and print a Markdown table (one row per model and pooling)."""
-    from ..unimodel import POOLINGS
+    from unirag.model.unimodel import POOLINGS
 
     poolings = _split(pooling)
     bad = [p for p in poolings if p not in POOLINGS]
@@ -97,7 +97,7 @@ def embed(
     folder = data_dir(data)
     _check_reference(reference)
 
-    from .mteb_tasks import TASKS, results_markdown, run_tasks  # imports mteb (slow)
+    from unirag.evaluation.mteb_tasks import TASKS, results_markdown, run_tasks  # imports mteb (slow)
 
     unknown = [t for t in task_names if t not in TASKS]
     if unknown:
@@ -108,7 +108,7 @@ def embed(
         rows[f"{uni.name} {p}"] = run_tasks(uni, task_names, folder, pooling=p, limit=limit, output_dir=output,
                                             batch_size=batch_size, show_progress=progress)
     if reference:
-        from .reference import MiniLMEmbedder
+        from unirag.evaluation.reference import MiniLMEmbedder
 
         rows["all-MiniLM-L6-v2 (separate encoder)"] = run_tasks(
             MiniLMEmbedder(), task_names, folder, pooling="mean", limit=limit, output_dir=output,
@@ -141,14 +141,14 @@ def lm(
     progress: ProgressOpt = True,
 ):
     """Perplexity, zero-shot multiple choice and LAMBADA, scored like lm-evaluation-harness."""
-    from .lm import TASK_FILES, lm_results_markdown, run_lm_eval
+    from unirag.evaluation.lm import TASK_FILES, lm_results_markdown, run_lm_eval
 
     task_names = _split(tasks)
     unknown = [t for t in task_names if t not in TASK_FILES]
     if unknown or not task_names:
         raise UniragError(f"unknown or no LM task(s) {', '.join(unknown)}; known: {', '.join(TASK_FILES)}")
     folder = data_dir(data)
-    from ..models import resolve_adapter
+    from unirag.model.registry import resolve_adapter
 
     adapter_dir = resolve_adapter(model, adapter)
     if compare_base is None:
@@ -195,7 +195,6 @@ def rag(
                                                 "(as `ask` does); off: the likelihood order alone.")] = True,
     rerank_weight: Annotated[float, typer.Option(min=0.0, help="In that fusion, count the likelihood order this "
                                                  "many times the retrieval order (as `ask` does).")] = LIKELIHOOD_WEIGHT,
-    expand: ExpandOpt = "none",
     query_prefix: Annotated[Optional[str], typer.Option(help="Text the dense search embeds before each question "
                                                         "(default: the adapter's own; \"Question: \" for the shipped one).")] = None,
     reference: ReferenceOpt = None,
@@ -223,11 +222,11 @@ def rag(
     question through the same retrieval function `unirag ask` uses. See unirag/evaluation/rag.py
     for the exact definitions.
     """
-    from ..rag.chunking import ChunkSettings
-    from ..rag.ingest import ingest as run_ingest
-    from ..rag.ingest import scan
-    from ..rag.store import connect, open_collection, records
-    from .rag import answer_variants, load_questions, rag_results_markdown, run_rag_eval, same_file
+    from unirag.retrieval.chunking import ChunkSettings
+    from unirag.retrieval.ingest import ingest as run_ingest
+    from unirag.retrieval.ingest import scan
+    from unirag.retrieval.store import connect, open_collection, records
+    from unirag.evaluation.rag import answer_variants, load_questions, rag_results_markdown, run_rag_eval, same_file
 
     _check_reference(reference)
     if docs is None or questions is None:
@@ -263,15 +262,14 @@ def rag(
                    "folders, which compete in retrieval; use a --collection of its own", err=True)
     result = run_rag_eval(uni, coll, items, top_k=top_k, show_progress=progress, answers=answers,
                           answer_top_k=answer_top_k, mode=retrieval, rerank=rerank,
-                          rerank_fusion=rerank_fusion, expand=expand, variants=chosen, rerank_weight=rerank_weight)
+                          rerank_fusion=rerank_fusion, variants=chosen, rerank_weight=rerank_weight)
     label = (f"{uni.name} {collection} {retrieval}"
              + (f" rerank {rerank}" + ("" if rerank_fusion else " (likelihood only)")
                 + (f" (likelihood x{rerank_weight:g})" if rerank_fusion and rerank_weight != LIKELIHOOD_WEIGHT else "") if rerank else "")
-             + ("" if expand == "none" else f" expand {expand}")
              + ("" if embed_headings else " (no headings)"))
     runs = {label: result["metrics"]}
     if reference:
-        from .reference import ReferenceRetriever
+        from unirag.evaluation.reference import ReferenceRetriever
 
         ref = ReferenceRetriever.over(coll, embed_headings=embed_headings, show_progress=progress)
         result["reference"] = run_rag_eval(uni, coll, items, top_k=top_k, show_progress=progress,
@@ -283,7 +281,6 @@ def rag(
         record = {"model": uni.name, "docs": str(docs), "questions": str(questions), "collection": collection,
                   "retrieval": retrieval, "rerank": rerank, "rerank_fusion": rerank_fusion,
                   "rerank_weight": rerank_weight,
-                  "expand": expand,
                   "chunks": coll.count(), "top_k": top_k, "chunk_settings": settings.signature(),
                   "ingest": summary_line, **result}
         output.parent.mkdir(parents=True, exist_ok=True)
@@ -303,7 +300,7 @@ def tsne(
     precision: PrecisionOpt = "auto",
 ):
     """The paper's Figure 2: t-SNE of Banking77 test texts of the largest intents, base vs adapted."""
-    from .figures import intent_texts, largest_intents, save_tsne_figure, tsne_panel
+    from unirag.evaluation.figures import intent_texts, largest_intents, save_tsne_figure, tsne_panel
 
     folder = data_dir(data)
     intents = largest_intents(folder, classes)

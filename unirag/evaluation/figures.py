@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .files import read_jsonl
+from unirag.evaluation.files import read_jsonl
 
 BANKING77 = Path("classification")
 

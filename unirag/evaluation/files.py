@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..errors import UniragError
+from unirag.errors import UniragError
 
 
 def check_file(path: str | Path) -> Path:

@@ -38,9 +38,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..errors import UniragError
-from ..scoring import Pair, logits_at, loglikelihoods  # noqa: F401  (loglikelihoods: part of this module's API)
-from .files import check_file, read_jsonl
+from unirag.errors import UniragError
+from unirag.model.scoring import Pair, logits_at, loglikelihoods  # noqa: F401  (loglikelihoods: part of this module's API)
+from unirag.evaluation.files import check_file, read_jsonl
 
 # Task name -> file under the evaluation data folder (``.../data/eval``).
 TASK_FILES: dict[str, str] = {

@@ -33,7 +33,7 @@ from mteb.tasks.sts.eng.sickr_sts import SickrSTS
 from mteb.tasks.sts.eng.sts_benchmark_sts import STSBenchmarkSTS
 from mteb.tasks.sts.multilingual.sts17_crosslingual_sts import STS17Crosslingual
 
-from .files import read_jsonl
+from unirag.evaluation.files import read_jsonl
 
 # With ``limit`` a retrieval corpus keeps every document judged for the kept queries plus this many
 # other documents per kept query (at least RETRIEVAL_MIN_DISTRACTORS), sampled with a fixed seed.
@@ -210,7 +210,7 @@ def get_task(name: str, data_dir: str | Path, limit: int | None = None) -> Any:
 
 class MtebEncoder(AbsEncoder):
     """Adapts an object with ``embed(texts, pooling, batch_size, instruction, normalize)`` and ``name``
-    (``unirag.unimodel.UniModel``) to mteb 2's encoder protocol.
+    (``unirag.model.unimodel.UniModel``) to mteb 2's encoder protocol.
 
     ``instructions`` maps a task name (or an mteb task type such as ``"Retrieval"``) to either a
     string used for every input of the task, or ``{"query": ..., "document": ...}`` to treat the two

@@ -4,7 +4,7 @@ A question set is a JSONL file, one object per line: ``{"q": "question", "files"
 (``question`` / ``file`` are accepted too). ``files`` are the documents that answer it, as paths
 relative to the indexed folder; a bare file name also matches that name in a sub-folder.
 
-Each question goes through ``unirag.rag.pipeline.retrieve`` with ``top_k`` = the deepest depth,
+Each question goes through ``unirag.retrieval.search.retrieve`` with ``top_k`` = the deepest depth,
 giving a ranked list of chunks. Scores, per question, from that one list (`score_ranking`):
 
 - ``hit@r``: 1 if any of the top ``r`` *chunks* comes from a right file, else 0.
@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import UniragError
+from unirag.errors import UniragError
 
 DEPTHS = (1, 3, 5)
 
@@ -154,9 +154,9 @@ def answer_variants(names: str | Sequence[str]) -> dict[str, Any]:
     """AskSettings per variant name: "default" (what `ask` does), "extractive", "generated" (short,
     from the evidence), "both", or "chunks" (generated from the whole chunks with the general
     prompt, as before evidence selection). A suffix "@s1+s2" picks the evidence scorers
-    (`rag/evidence.py`), "@noabstain" turns abstention off, "@noanswergain" abstains on relevance
+    (`answer/evidence.py`), "@noabstain" turns abstention off, "@noanswergain" abstains on relevance
     alone (not on the best unit's answer score), "@nosimilarity" not on the best unit's similarity
-    to the question, "@nonames" not on names the collection never mentions (`rag/mentions.py`),
+    to the question, "@nonames" not on names the collection never mentions (`answer/mentions.py`),
     "@offtopic" quotes passages with no unit about the question too (no `evidence.on_topic`),
     "@norepeat" bans repeated 4-grams of generated tokens, "@penalty" applies a repetition penalty
     of 1.2 and "@units" quotes units as cut (no "...:" unit completed, sentence tails at chunk
@@ -170,8 +170,8 @@ def answer_variants(names: str | Sequence[str]) -> dict[str, Any]:
     tokens context-aware with weight A (`AskSettings.contrast`), so each lever is measured alone."""
     from dataclasses import replace
 
-    from ..rag.ask import AskSettings
-    from ..rag.evidence import SCORERS
+    from unirag.answer.ask import AskSettings
+    from unirag.answer.evidence import SCORERS
 
     base = AskSettings()
     table = {"default": base, "extractive": replace(base, answer="extractive"),
@@ -207,7 +207,7 @@ def answer_variants(names: str | Sequence[str]) -> dict[str, Any]:
 def run_rag_eval(model, collection, questions: Sequence[Question], top_k: int = 5,
                  show_progress: bool = False, answers: int = 0, answer_top_k: int = 3,
                  mode: str = "hybrid", retriever=None, rerank: int = 0, rerank_fusion: bool = True,
-                 expand: str = "none", variants: Mapping[str, Any] | None = None,
+                 variants: Mapping[str, Any] | None = None,
                  rerank_weight: float | None = None) -> dict[str, Any]:
     """Retrieve for every question with `pipeline.retrieve`; per-question rankings and the aggregate.
 
@@ -221,13 +221,13 @@ def run_rag_eval(model, collection, questions: Sequence[Question], top_k: int = 
 
     from tqdm.auto import tqdm
 
-    from ..rag.ask import AskSettings, answer_hits, never_mentioned
-    from ..rag.pipeline import retrieve
-    from . import answers as answer_scores
+    from unirag.answer.ask import AskSettings, answer_hits, never_mentioned
+    from unirag.retrieval.search import retrieve
+    from unirag.evaluation import answers as answer_scores
 
     def ranked(question: str, k: int):
         return retriever(question, k) if retriever else retrieve(model, collection, question, k, mode, rerank, rerank_fusion,
-                                                                      expand, rerank_weight)
+                                                                      rerank_weight)
 
     depths = depths_for(top_k)
     ranked(questions[0].question, top_k)  # warm-up (and BM25 build), not timed
@@ -285,7 +285,7 @@ def run_rag_eval(model, collection, questions: Sequence[Question], top_k: int = 
 def rag_results_markdown(runs: Mapping[str, Mapping[str, Any]]) -> str:
     """One row per run label (``{label: metrics}``): hit@r and MRR in %, p50 latency in ms; then,
     for runs that answered, one table of answer quality per variant (`evaluation.answers`)."""
-    from .answers import answers_markdown
+    from unirag.evaluation.answers import answers_markdown
 
     depths = sorted({int(k[4:]) for m in runs.values() for k in m if k.startswith("hit@")})
     header = "| Run | Questions | " + " | ".join(f"hit@{r}" for r in depths) + " | MRR | p50 ms |"

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..errors import UniragError
-from ..rag import store
-from ..rag.chunking import Chunk, ChunkSettings, embed_text
-from ..rag.pipeline import Hit
+from unirag.errors import UniragError
+from unirag.retrieval import store
+from unirag.retrieval.chunking import Chunk, ChunkSettings, embed_text
+from unirag.retrieval.search import Hit
 
 
 

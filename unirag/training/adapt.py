@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import UniragError
-from ..rag.chunking import ChunkSettings, chunk_text, embed_text
-from ..rag.ingest import scan
-from ..rag.readers import DEFAULT_MAX_BYTES, Skipped, parse, read_bytes
+from unirag.errors import UniragError
+from unirag.retrieval.chunking import ChunkSettings, chunk_text, embed_text
+from unirag.retrieval.ingest import scan
+from unirag.readers.registry import DEFAULT_MAX_BYTES, Skipped, parse, read_bytes
 
 
 def domain_texts(root: str | Path, tokenizer, settings: ChunkSettings = ChunkSettings(),
@@ -41,10 +41,10 @@ def adapt(model: str, root: str | Path, output: str | Path, *, minutes: float, a
     import datasets
     from transformers import AutoTokenizer
 
-    from ..adapters import read_adapter_info
-    from ..models import resolve_adapter, resolve_model
-    from .config import load_config
-    from .trainer import train
+    from unirag.model.adapters import read_adapter_info
+    from unirag.model.registry import resolve_adapter, resolve_model
+    from unirag.training.config import load_config
+    from unirag.training.trainer import train
 
     init_adapter = resolve_adapter(model, adapter)
     if init_adapter:

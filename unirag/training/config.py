@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from ..errors import UniragError
+from unirag.errors import UniragError
 
 RECIPES = "recipes"  # package data of unirag.training: <name>.yaml per recipe
 OBJECTIVES = ("unimae", "simcse", "gem", "pairs")

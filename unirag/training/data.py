@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from ..errors import UniragError
+from unirag.errors import UniragError
 
 PASSAGE_CHARS = 2000  # folder documents are cut into passages of about this many characters
 # A sentence ends at . ! or ? followed by whitespace and an upper-case letter, digit or quote.

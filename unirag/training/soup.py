@@ -23,8 +23,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from ..adapters import UNIRAG_JSON, read_adapter_info
-from ..errors import UniragError
+from unirag.model.adapters import UNIRAG_JSON, read_adapter_info
+from unirag.errors import UniragError
 
 # Settings that must agree for deltas to be averaged as one LoRA (the rest are refused by _config).
 _SAME = ("r", "lora_alpha", "target_modules")

@@ -23,10 +23,10 @@ import torch
 import torch.nn as nn
 from transformers import Trainer, TrainerCallback, TrainerState, TrainingArguments
 
-from ..adapters import UNIRAG_JSON, base_fingerprint, read_record
-from ..errors import UniragError
-from .config import TrainConfig
-from .objectives import (IGNORE_INDEX, TinyDecoder, eos_hidden, gem_attention_mask, gem_embedding, gem_insert,
+from unirag.model.adapters import UNIRAG_JSON, base_fingerprint, read_record
+from unirag.errors import UniragError
+from unirag.training.config import TrainConfig
+from unirag.training.objectives import (IGNORE_INDEX, TinyDecoder, eos_hidden, gem_attention_mask, gem_embedding, gem_insert,
                          gem_labels, mar_corrupt, mar_loss, mrc_loss, simcse_loss, anchor_loss)
 
 CHECKPOINTS = "checkpoints"
@@ -417,9 +417,9 @@ def train(config: TrainConfig, model: str, data: str, output: str, resume: bool 
 
     `texts`: an in-memory `datasets.Dataset` with a `text` column to train on instead of reading
     `data` (which is then only recorded, e.g. the folder `unirag adapt` chunked)."""
-    from ..hardware import resolve_precision, tune_allocator
-    from ..models import load_base
-    from .data import (PadCollator, choose_mask_token, choose_summary_tokens, load_pairs, load_texts, split_sentences,
+    from unirag.model.hardware import resolve_precision, tune_allocator
+    from unirag.model.registry import load_base
+    from unirag.training.data import (PadCollator, choose_mask_token, choose_summary_tokens, load_pairs, load_texts, split_sentences,
                        tokenize, tokenize_pairs)
 
     out_dir = Path(output).expanduser()

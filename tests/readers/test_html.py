@@ -1,0 +1,221 @@
+"""What the HTML reader leaves out beyond landmarks (webpage.py): the furniture that generators older
+than HTML5 landmarks mark in other ways, and footnote marks."""
+
+import pytest
+
+from unirag.readers.markdown import split_sections
+from unirag.answer.sentences import plain
+from unirag.readers.html import html_to_markdown
+
+BODY = "<h2>2.1 Getting started</h2><p>Compile your program with -g first.</p>"
+# DocBook XSL: a navigation table of image and text links with accesskeys, around the book's title
+DOCBOOK_HEADER = ('<div><table summary="Navigation header"><tr><td><a accesskey="p" href="intro.html">'
+                  '<img alt="Prev" src="prev.png"></a></td><td><a accesskey="u" href="manual.html">'
+                  '<img alt="Up" src="up.png"></a></td><th>Valgrind User Manual</th><td>'
+                  '<a accesskey="n" href="next.html"><img alt="Next" src="next.png"></a></td></tr></table></div>')
+DOCBOOK_FOOTER = ('<div><table summary="Navigation footer"><tr><td><a accesskey="p" href="intro.html">'
+                  '&lt;&lt; 1. Introduction</a></td><td><a accesskey="u" href="manual.html">Up</a></td>'
+                  '<td><a accesskey="n" href="next.html">3. Advanced Topics &gt;&gt;</a></td></tr>'
+                  '<tr><td><a accesskey="h" href="index.html">Home</a></td></tr></table></div>')
+# Texinfo (makeinfo): a paragraph of rel links with their labels, and a menu of child pages
+TEXINFO_HEADER = ('<div class="header"><p>Next: <a href="Memory.html" accesskey="n" rel="next">Memory Usage</a>, '
+                  'Previous: <a href="Intro.html" accesskey="p" rel="prev">What is libffi?</a>, '
+                  'Up: <a href="index.html" accesskey="u" rel="up">libffi</a> &nbsp; '
+                  '[<a href="Index.html" title="Index" rel="index">Index</a>]</p></div>')
+TEXINFO_MENU = ('<ul class="section-toc"><li><a href="Basics.html" accesskey="1">The Basics</a></li>'
+                '<li><a href="Types.html" accesskey="2">Types</a></li></ul>')
+DOCBOOK_TOC = ('<div class="toc"><p><b>Table of Contents</b></p><dl class="toc"><dt><span class="sect1">'
+               '<a href="core.html#started">2.1 Getting started</a></span></dt></dl></div>')
+
+
+@pytest.mark.parametrize("furniture", [
+    DOCBOOK_HEADER + DOCBOOK_TOC,
+    DOCBOOK_FOOTER,
+    TEXINFO_HEADER + TEXINFO_MENU,
+    '<nav class="contents" role="doc-toc"><p>Contents</p><ul><li><a href="#started">Getting started</a></li></ul></nav>',
+    '<div class="contents" role="doc-toc"><ul><li><a href="#started">Getting started</a></li></ul></div>',
+])
+def test_sequential_navigation_and_the_pages_own_contents_are_dropped(furniture):
+    assert html_to_markdown(f"<html><body>{furniture}{BODY}{furniture}</body></html>")[0] == \
+        "## 2.1 Getting started\n\nCompile your program with -g first."
+
+
+@pytest.mark.parametrize("content, kept", [
+    # one sequential link is a reference in the text, not a navigation bar
+    ('<p>Read <a rel="next" href="next.html">the next chapter</a> first.</p>', "Read the next chapter first."),
+    # a list of links without rel or accesskey is content: what a parameter accepts, related pages
+    ('<p>Writable streams include:</p><ul><li><a href="http.html#req">HTTP requests</a></li>'
+     '<li><a href="fs.html#ws">fs write streams</a></li></ul>', "- HTTP requests\n\n- fs write streams"),
+    # sequential links inside prose longer than a navigation label stay with the prose
+    ('<p>Go <a rel="prev" href="a.html">back</a> or <a rel="next" href="b.html">on</a> once you have '
+     'built the program with debugging information.</p>', "once you have built the program"),
+])
+def test_links_that_are_content_are_kept(content, kept):
+    assert kept in html_to_markdown(f"<body>{BODY}{content}</body>")[0]
+
+
+def test_a_block_holding_a_heading_is_never_navigation():
+    # a chapter page that is its heading and a menu of child pages keeps the heading
+    page = f'<div class="chapter">{TEXINFO_HEADER}<h2>2 Using libffi</h2>{TEXINFO_MENU}</div>'
+    assert html_to_markdown(f"<body>{page}</body>")[0] == "## 2 Using libffi"
+
+
+def test_two_listings_in_one_block_come_on_lines_of_their_own():
+    # Node.js: each example as CommonJS and as an ES module, one shown at a time
+    page = ('<main><pre><input type="checkbox"><code class="cjs">const path = require(\'node:path\');</code>'
+            '<code class="mjs">import path from \'node:path\';</code></pre>'
+            '<pre>$ <code>ls</code> -l</pre></main>')
+    assert html_to_markdown(page)[0] == ("```\nconst path = require('node:path');\nimport path from 'node:path';\n```"
+                                         "\n\n```\n$ ls -l\n```")
+
+
+FAQ_INDEX = ('<dl><dt>1. <a href="faq.html#bg">Background</a></dt>'
+             '<dd>1.1. <a href="faq.html#say">How do you say the name?</a></dd></dl>')
+FAQ_BODY = ('<h3 id="bg">1. Background</h3><p><a name="say"></a>1.1. How do you say the name?</p>'
+            '<p>Like the word value.</p>')
+
+
+def test_a_list_of_the_pages_own_anchors_in_its_lead_is_its_table_of_contents():
+    # a FAQ's list of its questions, a hand-written contents list: no role or class says so
+    text = html_to_markdown(f"<main><h1>FAQ</h1>{FAQ_INDEX}{FAQ_BODY}</main>")[0]
+    assert text == "# FAQ\n\n### 1. Background\n\n1.1. How do you say the name?\n\nLike the word value."
+    # further down, such a list is content: the flags a parameter accepts, each defined below it
+    flags = ('<p>The flags may be:</p><ul><li><a href="#new">NEW_CONSOLE</a></li>'
+             '<li><a href="#detached">DETACHED</a></li></ul><dl><dt id="new">NEW_CONSOLE</dt><dd>A new console.</dd>'
+             '<dt id="detached">DETACHED</dt><dd>No console.</dd></dl>')
+    text = html_to_markdown(f"<main><h1>Process</h1><p>Intro.</p><h2>Flags</h2>{flags}</main>")[0]
+    assert "- NEW_CONSOLE\n\n- DETACHED" in text
+    # and in the lead, links to other pages are content too
+    related = '<ul><li><a href="tutorial.html">The tutorial</a></li><li><a href="ref.html#x">The reference</a></li></ul>'
+    assert "- The tutorial\n\n- The reference" in html_to_markdown(f"<main><h1>Guide</h1>{related}{FAQ_BODY}</main>")[0]
+
+
+def test_a_line_of_text_opening_with_a_number_sign_is_no_heading():
+    page = "<body><h1>T</h1><table><tr><th>#</th><th>Name</th></tr><tr><td>1</td><td>Ann</td></tr></table></body>"
+    assert html_to_markdown(page)[0] == "# T\n\n| # | Name\n\n1 | Ann"
+    # a paragraph too: escaped as Markdown escapes it, and quoted without the escape
+    text = html_to_markdown("<body><h1>T</h1><p># of retries is set by <code>--retries</code>.</p>"
+                            "<ul><li># stays in a list item</li></ul></body>")[0]
+    assert text == "# T\n\n\\# of retries is set by --retries.\n\n- # stays in a list item"
+    assert [heading for heading, _ in split_sections(text)] == [[(1, "T")]]
+    assert plain(text.split("\n\n")[1]) == "# of retries is set by --retries."
+
+
+def test_a_long_list_or_table_of_the_pages_own_anchors_anywhere_is_an_index():
+    # Texinfo's one-page manuals end with indexes: a jump bar of letters, then a table of entries
+    names = [f"builtin{i}" for i in range(12)]
+    body = "".join(f'<dt id="{n}">{n}</dt><dd>What {n} does.</dd>' for n in names)
+    letters = "".join(f'<a class="summary-letter" href="#{n}"><b>{chr(65 + i)}</b></a> '
+                      for i, n in enumerate(names * 2))
+    jump = f"<table><tr><th>Jump to:</th><td>{letters}</td></tr></table>"
+    rows = "".join(f'<tr><th>{chr(65 + i)}</th></tr><tr><td><a href="#{n}"><code>{n}</code></a>:</td>'
+                   f'<td><a href="#{n}">Shell Builtin Commands</a></td></tr>' for i, n in enumerate(names))
+    index = f'<table class="index-bt"><tr><th>Index Entry</th><th>Section</th></tr>{rows}</table>'
+    text = html_to_markdown(f"<body><h1>Manual</h1><p>Intro.</p><h2>Builtins</h2><dl>{body}</dl>"
+                            f"<h2>Index</h2>{jump}{index}</body>")[0]
+    assert text.endswith("## Index") and "Jump to" not in text and "What builtin11 does." in text
+    # the same entries as a short list further down stay: a few names, each defined below
+    short = "".join(f'<tr><td><a href="#{n}">{n}</a></td></tr>' for n in names[:3])
+    assert "builtin2" in html_to_markdown(f"<body><h1>M</h1><p>I.</p><h2>B</h2><table>{short}</table>"
+                                          f"<dl>{body}</dl></body>")[0].split("What builtin0")[0]
+
+
+# a footnote's mark and its link back, as generators write them; the note's text stays
+@pytest.mark.parametrize("page", [
+    # Sphinx (docutils): DPUB-ARIA roles, brackets in spans
+    '<p>It sends a User-Agent header <a class="footnote-reference brackets" href="#id8" id="id1" '
+    'role="doc-noteref"><span class="fn-bracket">[</span>3<span class="fn-bracket">]</span></a>. Next.</p>'
+    '<aside class="footnote brackets" id="id8" role="note"><span class="label"><span class="fn-bracket">[</span>'
+    '<a role="doc-backlink" href="#id1">3</a><span class="fn-bracket">]</span></span><p>The note.</p></aside>',
+    # Sphinx, a note cited twice: its label holds no link, its links back follow it
+    '<p>It sends a User-Agent header <a class="footnote-reference brackets" href="#id8" id="id1" '
+    'role="doc-noteref"><span class="fn-bracket">[</span>3<span class="fn-bracket">]</span></a>. Next.</p>'
+    '<aside class="footnote brackets" id="id8" role="note"><span class="label"><span class="fn-bracket">[</span>'
+    '3<span class="fn-bracket">]</span></span><span class="backrefs">(<a role="doc-backlink" href="#id1">1</a>,'
+    '<a role="doc-backlink" href="#id2">2</a>)</span><p>The note.</p></aside>',
+    # mdBook, a note's label in a superscript of its own
+    '<p>It sends a User-Agent header<sup class="footnote-reference"><a href="#footnote-a">1</a></sup>. Next.</p>'
+    '<div class="footnote-definition" id="footnote-a"><sup class="footnote-definition-label">1</sup>'
+    '<p>The note.</p></div>',
+    # mdBook
+    '<p>It sends a User-Agent header<sup class="footnote-reference" id="fr-a-1"><a href="#footnote-a">1</a></sup>. '
+    'Next.</p><div class="footnote-definition" id="footnote-a"><p>The note. <a href="#fr-a-1">↩</a></p></div>',
+    # Python-Markdown (MkDocs)
+    '<p>It sends a User-Agent header<sup id="fnref:1"><a class="footnote-ref" href="#fn:1">1</a></sup>. Next.</p>'
+    '<div class="footnote"><p>The note.&#160;<a class="footnote-backref" href="#fnref:1">&#8617;</a></p></div>',
+    # Pandoc
+    '<p>It sends a User-Agent header<a href="#fn1" class="footnote-ref" id="fnref1" role="doc-noteref"><sup>1</sup>'
+    '</a>. Next.</p><section class="footnotes" role="doc-endnotes"><p>The note.<a href="#fnref1" '
+    'class="footnote-back" role="doc-backlink">↩︎</a></p></section>',
+    # DocBook XSL
+    '<p>It sends a User-Agent header<sup>[<a name="id1" href="#ftn.id1" class="footnote">1</a>]</sup>. Next.</p>'
+    '<div class="footnote"><p><sup>[<a id="ftn.id1" href="#id1" class="para">1</a>] </sup>The note.</p></div>',
+])
+def test_footnote_marks_are_dropped_and_notes_kept(page):
+    # left in, "[3]" reads as a citation of the answer's third passage, and "header1" as a word
+    assert html_to_markdown(f"<body><main>{page}</main></body>")[0] == \
+        "It sends a User-Agent header. Next.\n\nThe note."
+
+
+def test_superscripts_and_links_that_are_no_footnote_marks_are_kept():
+    page = ('<h2><a class="toc-backref" href="#id1" role="doc-backlink">Coroutines</a></h2>'
+            '<p>E = mc<sup>2</sup>, see section <a href="#sec">2</a> and <sup><a href="#n">the note</a></sup>.</p>')
+    assert html_to_markdown(f"<body><main>{page}</main></body>")[0] == \
+        "## Coroutines\n\nE = mc2, see section 2 and the note."
+
+
+def test_a_list_items_paragraph_opens_on_its_bullets_line():
+    # Sphinx and loose Markdown lists write <li><p>; a bullet on a line of its own reads as an empty item
+    page = ("<main><p>Components:</p><ul><li><p>Loggers expose the interface.</p></li>"
+            "<li><div><p>Handlers send records.</p></div></li></ul></main>")
+    assert html_to_markdown(page)[0] == "Components:\n\n- Loggers expose the interface.\n\n- Handlers send records."
+
+
+# a hand-written site without landmarks (SQLite's pages): a menu, a tagline, then the page's title and
+# its table of contents as blocks of one link each, a toggle labelling them
+SECTIONS = ["Getting Started", "Output Modes", "Reading Files", "Writing Files", "Shell Scripts", "Extensions"]
+HAND_WRITTEN_HEADER = (
+    '<div class="nosearch"><a href="index.html"><img alt="Logo" src="logo.gif"></a>'
+    '<div class="tagline">Small. Fast.<br>Choose any two.</div><div class="menu"><ul>'
+    '<li><a href="index.html">Home</a><li><a href="about.html">About</a><li><a href="docs.html">Documentation</a>'
+    '<li><a href="javascript:void(0)">Search</a></ul></div></div>'
+    '<div class="fancy"><div class="fancy_title">Command Line Shell</div><div class="fancy_toc">'
+    '<a onclick="toggle_toc()">► Table Of Contents</a><div id="toc_sub">'
+    + "".join(f'<div class="toc1"><a href="#s{i}">{i}. {name}</a></div>' for i, name in enumerate(SECTIONS, 1))
+    + '</div></div>')
+BODY_SECTIONS = "".join(f'<h2 id="s{i}">{i}. {name}</h2><p>About {name.lower()}.</p>' for i, name in enumerate(SECTIONS, 1))
+
+
+def test_a_menu_before_the_first_heading_and_a_block_of_the_pages_own_anchors_are_furniture():
+    text = html_to_markdown(f"<body>{HAND_WRITTEN_HEADER}{BODY_SECTIONS}</div></body>")[0]
+    assert text.startswith("Command Line Shell\n\n## 1. Getting Started\n\nAbout getting started.\n\n## 2. Output")
+    assert text.count("Output Modes") == 1 and "Small" not in text and "Home" not in text
+    # after the first heading, a list of links to other pages is content: related pages, what to read next
+    related = '<ul><li><a href="a.html">Tutorial</a></li><li><a href="b.html">Reference</a></li><li><a href="c.html">FAQ</a></li></ul>'
+    assert "- Tutorial\n\n- Reference\n\n- FAQ" in html_to_markdown(f"<body><h1>T</h1><p>See:</p>{related}</body>")[0]
+    # and a block that holds the page's words with two of its anchors is no table of contents
+    lead = '<div><p>Read <a href="#s1">getting started</a> and <a href="#s2">output modes</a> before you begin.</p></div>'
+    assert "before you begin" in html_to_markdown(f"<body>{lead}{BODY_SECTIONS}</body>")[0]
+
+
+def test_a_definitions_text_after_the_definitions_nested_in_it_comes_after_its_term_again():
+    # Sphinx: a class's definition holds its methods' definitions, then more of the class's own text;
+    # as flat paragraphs, that text would read as the last method's
+    page = ('<main><dl class="py class"><dt>class unittest.TestCase(methodName)</dt><dd><p>A test case.</p>'
+            '<dl class="py method"><dt>debug()</dt><dd><p>Run the test.</p></dd></dl>'
+            '<p>The class provides assert methods:</p>'
+            '<table><tr><td>assertEqual(a, b)</td><td><dl class="simple"><dt>a</dt><dd>equals b</dd></dl></td></tr></table>'
+            '<p>Finally, it has attributes.</p></dd></dl></main>')
+    assert html_to_markdown(page)[0] == (
+        "class unittest.TestCase(methodName)\n\nA test case.\n\ndebug()\n\nRun the test.\n\n"
+        "class unittest.TestCase(methodName)\n\nThe class provides assert methods:\n\n"
+        "assertEqual(a, b) | a equals b\n\nFinally, it has attributes.")
+
+
+def test_a_tooltip_icon_after_a_signature_is_a_mark():
+    # rustdoc: a method's code header ends in "ⓘ" where its return type has notable traits; left in,
+    # quotes name the method "iter(&self) -> Iter<'_, T> ⓘ"
+    page = ('<main><h4 class="code-header">pub fn iter(&amp;self) -&gt; <a class="struct" href="struct.Iter.html">'
+            'Iter</a>&lt;\'_, T&gt; <a href="#" class="tooltip" data-notable-ty="Iter">ⓘ</a></h4>'
+            '<p>Returns an iterator.</p></main>')
+    assert html_to_markdown(page)[0] == "#### pub fn iter(&self) -> Iter<'_, T>\n\nReturns an iterator."

@@ -1,0 +1,182 @@
+"""PDF reading (`unirag/readers/pdf.py`) on PDFs written here: lines of Helvetica (Courier for code) at chosen sizes."""
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pypdf")
+
+from unirag.retrieval.chunking import ChunkSettings, chunk_text  # noqa: E402
+from unirag.readers.pdf import _monospace, pdf_to_markdown  # noqa: E402
+from unirag.readers.registry import SourceFile, parse  # noqa: E402
+
+BODY = 11
+
+
+def make_pdf(pages: list[list[tuple]], title: str = "") -> bytes:
+    """A PDF whose pages hold these (font size, text) lines, top to bottom (ASCII text), in
+    Helvetica, or in Courier where a line is (font size, text, MONO). A line of size 0 is an
+    empty line's space (a body line's)."""
+    objects = ["<< /Type /Catalog /Pages 2 0 R >>", "",
+               "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+               "<< /Type /Font /Subtype /Type1 /BaseFont /Courier >>"]
+    kids = []
+    for lines in pages:
+        y, ops = 760, []
+        for size, text, *font in lines:
+            if not size:
+                y -= int(BODY * 1.6)
+                continue
+            escaped = text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
+            ops.append(f"BT /{'F2' if font else 'F1'} {size} Tf 72 {y} Td ({escaped}) Tj ET")
+            y -= int(size * 1.6)
+        stream = "\n".join(ops)
+        objects.append(f"<< /Length {len(stream)} >>\nstream\n{stream}\nendstream")
+        objects.append(f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
+                       f"/Resources << /Font << /F1 3 0 R /F2 4 0 R >> >> /Contents {len(objects)} 0 R >>")
+        kids.append(len(objects))
+    objects[1] = f"<< /Type /Pages /Kids [{' '.join(f'{k} 0 R' for k in kids)}] /Count {len(kids)} >>"
+    if title:
+        objects.append(f"<< /Title ({title}) >>")
+    out, offsets = b"%PDF-1.4\n", []
+    for number, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += f"{number} 0 obj\n{body}\nendobj\n".encode("latin-1")
+    xref = len(out)
+    out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
+    out += b"".join(f"{offset:010d} 00000 n \n".encode() for offset in offsets)
+    info = f" /Info {len(objects)} 0 R" if title else ""
+    out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R{info} >>\nstartxref\n{xref}\n%%EOF\n".encode()
+    return out
+
+
+def body(*lines: str) -> list[tuple[float, str]]:
+    return [(BODY, line) for line in lines]
+
+
+MONO = "mono"
+GAP = (0, "")
+
+
+def code(*lines: str) -> list[tuple[float, str, str]]:
+    return [(BODY, line, MONO) for line in lines]
+
+
+def manual() -> list[list[tuple[float, str]]]:
+    """Four pages with a running header, page numbers, headings and a paragraph the page break cuts."""
+    return [
+        [(9, "Cache Guide"), (18, "1 Storing files"), *body("Files are stored once and shared.",
+                                                           "The cache is kept in the"), (9, "1")],
+        [(9, "Cache Guide"), *body("data folder until it expires.", "Nothing else is written."),
+         (14, "1.1 Expiry"), *body("Entries expire after a week."), (9, "2")],
+        [(9, "Cache Guide"), (18, "2 Clearing the cache"), *body("Run the clean command to empty it."), (9, "3")],
+        [(9, "Cache Guide"), *body("A cleared cache fills again on the next install."), (9, "4")],
+    ]
+
+
+def test_furniture_is_dropped_and_a_paragraph_cut_by_the_page_break_joined():
+    text, _ = pdf_to_markdown(make_pdf(manual()))
+    assert "Cache Guide" not in text
+    assert not [line for line in text.splitlines() if line.strip().isdigit()]
+    assert "The cache is kept in the\ndata folder until it expires." in text
+
+
+def test_headings_are_found_by_type_size_with_levels_by_size():
+    text, title = pdf_to_markdown(make_pdf(manual()))
+    headings = [line for line in text.splitlines() if line.startswith("#")]
+    assert headings == ["# 1 Storing files", "## 1.1 Expiry", "# 2 Clearing the cache"]
+    assert title == "1 Storing files"  # no title of its own: the first page's largest heading
+
+
+def test_the_documents_own_title_wins_unless_it_only_names_a_file():
+    assert pdf_to_markdown(make_pdf(manual(), title="Cache Guide"))[1] == "Cache Guide"
+    for title in ("Microsoft Word - guide.docx", "guide.tex", "Untitled"):
+        assert pdf_to_markdown(make_pdf(manual(), title=title))[1] == "1 Storing files"
+
+
+@pytest.mark.parametrize("lines, present, absent", [
+    # a word hyphenated at a line's end is joined; a hyphen before a capital is kept
+    (body("the data struc-", "ture holds it; self-", "Tests run"), ["structure", "self-\nTests"], ["struc-"]),
+    # table-of-contents entries (dot leaders and a page number) say nothing to answer from
+    (body("Contents", "Storing files . . . . . . . . 3", "Clearing . . . . . . . . . . iv"), ["Contents"],
+     ["Storing files", "Clearing"]),
+    # a sentence set large is emphasis, not a heading
+    ([(16, "Back up your data first."), *body("Then upgrade.")], ["Back up your data first."], ["# Back"]),
+    # a body line that would read as a Markdown heading (a shell comment) is escaped
+    (body("Run it like this:", "# remove old files", "rm -rf build"), ["\\# remove old files"], ["\n# remove"]),
+    # ... and only such a line: C's "#include" is code as it stands
+    (body("Start with:", "#include <stdio.h>"), ["\n#include <stdio.h>"], ["\\#include"]),
+])
+def test_lines(lines, present, absent):
+    text, _ = pdf_to_markdown(make_pdf([lines]))
+    for part in present:
+        assert part in text
+    for part in absent:
+        assert part not in text
+
+
+def test_a_running_header_that_changes_with_the_chapter_is_dropped():
+    words = ("alpha", "beta", "gamma", "delta")
+    pages = [[(BODY, f"Chapter {chapter}: {name} {number}"), *body(f"The {words[number - 1]} page opens.",
+                                                                    f"The {words[number - 1]} page ends.")]
+             for chapter, name, numbers in ((1, "Basics", (1, 2)), (2, "More", (3, 4)))
+             for number in numbers]
+    text, _ = pdf_to_markdown(make_pdf(pages))
+    assert "Chapter" not in text
+    assert all(f"The {word} page opens.\nThe {word} page ends." in text for word in words)
+
+
+def test_a_line_repeated_once_at_a_page_edge_without_a_page_number_is_kept():
+    pages = [body("See the notes below.", "First page text."), body("See the notes below.", "Second page text.")]
+    assert pdf_to_markdown(make_pdf(pages))[0].count("See the notes below.") == 2
+
+
+def test_no_headings_where_much_of_the_text_is_set_larger_than_the_most_common_size():
+    code = [(8, f"value_{i} = compute(a, b)") for i in range(20)]
+    prose = body("This paragraph wraps over", "several lines of its text", "and it is set larger",
+                 "than the many code lines", "around it on the page", "so nothing here is a heading.")
+    text, title = pdf_to_markdown(make_pdf([code[:10] + prose + code[10:]]))
+    assert not [line for line in text.splitlines() if line.startswith("#")] and title == ""
+
+
+def test_a_pdf_is_read_as_markdown_so_chunks_carry_its_headings():
+    doc = parse(SourceFile(Path("guide.pdf"), "guide.pdf", "pdf"), make_pdf(manual(), title="Cache Guide"))
+    assert doc.markdown and doc.title == "Cache Guide"
+    chunks = chunk_text(doc.text, None, ChunkSettings(chunk_size=64, overlap=0), doc.markdown)
+    assert ("1 Storing files > 1.1 Expiry", "Entries expire after a week.") in \
+        [(c.heading, c.text.splitlines()[-1]) for c in chunks]
+
+
+def test_paragraphs_are_found_by_their_spacing_but_a_sentence_left_open_goes_on():
+    text, _ = pdf_to_markdown(make_pdf([[
+        *body("Files are stored once.", "They are shared by every project.", "Nothing is copied."), GAP,
+        *body("The cache is kept until it expires.", "It expires after a week."), GAP,
+        *body("Entries are removed by the clean command after a week, or when the"), GAP,
+        *body("cache is full."),
+    ]]))
+    assert text == ("Files are stored once.\nThey are shared by every project.\nNothing is copied.\n\n"
+                    "The cache is kept until it expires.\nIt expires after a week.\n\n"
+                    "Entries are removed by the clean command after a week, or when the\ncache is full.")
+
+
+def test_lines_in_a_monospace_font_are_fenced_as_code():
+    text, _ = pdf_to_markdown(make_pdf([[
+        *body("Install it with:"), *code("$ make install", "# then check it", "$ make check"),
+        *body("The check takes a minute."),
+    ]]))
+    assert text == ("Install it with:\n\n```\n$ make install\n# then check it\n$ make check\n```\n\n"
+                    "The check takes a minute.")
+
+
+@pytest.mark.parametrize("name, monospace", [
+    ("/Courier-Bold", True), ("/AKEQKS+CMTT10", True), ("/SMDJOQ+CMSLTT10", True), ("/JNNPWA+NimbusMonL-Regu", True),
+    ("/DejaVuSansMono", True), ("/Consolas", True), ("/PWNLKT+CMR10", False), ("/Helvetica", False),
+    ("/OLMHVN+NimbusRomNo9L-Regu", False), ("/Times-Roman", False)])
+def test_monospace_fonts_are_known_by_name(name, monospace):
+    assert _monospace({"/BaseFont": name}) is monospace
+
+
+def test_a_listing_the_page_break_cut_stays_one_code_block():
+    text, _ = pdf_to_markdown(make_pdf([[*body("The dump:"), *code("0000 4d 49", "0010 74 65")],
+                                        [*code("0020 00 05"), *body("That is all.")]]))
+    assert text == "The dump:\n\n```\n0000 4d 49\n0010 74 65\n0020 00 05\n```\n\nThat is all."

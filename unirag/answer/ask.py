@@ -1,0 +1,344 @@
+"""The ask flow, once: question -> retrieved chunks -> evidence -> answer text -> citations.
+
+`unirag ask`, `chat`, `demo`, the Gradio app, `unirag eval rag --answers` and the Python API all
+call `ask()` (or `answer_hits()` when they already hold the chunks); settings travel as one
+`AskSettings`. Once the evidence is selected, the shown chunks are put in the order its scores
+give them (`evidence.passage_order`), and [1] is the first of that order.
+
+An answer has up to two parts, chosen by `AskSettings.answer`:
+- "extractive": the best evidence sentences (`evidence.py`), quoted with their `[n]`. Always
+  grounded: every word comes from a cited passage.
+- "generated": the model writes a short answer from the evidence (a focused context: the chosen
+  sentences with their neighbours, not whole chunks), ending after its first sentence or where
+  it starts repeating itself, with `[n]` added to an uncited sentence (`pipeline.answer`).
+- "both": the quotes first, then the generated sentence after "In short:".
+When the evidence explains the question too weakly (`relevance` under `abstain_below`), when no
+unit of it reads as an answer to the question (`answer_gain` under `abstain_answer_below`), or
+when no unit of it is about what the question asks (`similarity` under `abstain_similarity_below`), the
+answer is NO_ANSWER followed by the closest quote, so the user still sees what was found. So it is
+when the question gives names and the collection mentions none of them (`mentions.py`); the
+answer then says which.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+
+from unirag.model.decoding import RepetitionControl
+from unirag.errors import UniragError
+from unirag.answer import evidence as evidence_mod
+from unirag.retrieval import lexical
+from unirag.answer import mentions
+from unirag.retrieval.search import RETRIEVAL_MODES, Hit, retrieve
+from unirag.answer.generate import Turn, answer, citations, fit
+from unirag.answer.sentences import plain
+
+ANSWER_MODES = ("extractive", "generated", "both")
+NO_ANSWER = "The documents don't say."
+CLOSEST = "The closest passage:"  # what an abstention shows after NO_ANSWER, before the closest quote
+# chosen together on both dev sets (`benchmarks/abstention.py`, docs/RESULTS.md "Where to abstain"):
+# of the pairs that refuse no question on its own passages, the one that refuses the most
+# questions shown passages that do not answer them
+ABSTAIN_BELOW = 0.2
+ABSTAIN_ANSWER_BELOW = 0.6
+# chosen on both dev sets against questions that no manual answers (ARC-Easy and PIQA questions;
+# docs/RESULTS.md "Where to abstain"): 0.1 below the lowest that a dev question's own passages
+# give, since a question asked in other words of other documents may sit lower
+ABSTAIN_SIMILARITY_BELOW = 0.5
+# "both" quotes less, leaving room for its generated sentence within a short answer
+EVIDENCE_WORDS = {"extractive": evidence_mod.MAX_WORDS, "generated": evidence_mod.MAX_WORDS, "both": 30}
+ANSWER_SYSTEM = ("Answer the question in one short sentence, using only the evidence. "
+                 "If the evidence does not answer it, say: The documents don't say.")
+
+
+@dataclass(frozen=True)
+class AskSettings:
+    """Every knob of the ask flow, with the defaults `unirag ask`, the app and eval share."""
+
+    top_k: int = 3                 # chunks retrieved, shown and cited
+    retrieval: str = "hybrid"      # hybrid | dense | lexical
+    # candidates the same model reranks (0 = off): where users ask in their own words the hybrid
+    # search's first few often miss the right page and the likelihood finds it further down
+    # (docs/RESULTS.md, both dev sets: 15 against 5 and 10), at one forward pass per candidate
+    rerank: int = 15
+    answer: str = "extractive"     # extractive | generated | both; docs/RESULTS.md measures them
+    evidence_words: int | None = None  # words of quoted evidence; None: per mode (EVIDENCE_WORDS)
+    scorers: tuple[str, ...] = evidence_mod.DEFAULT_SCORERS
+    # evidence relevance under which the answer is NO_ANSWER; None: never. Relevance is not on one
+    # scale across domains, so the threshold is low, to keep false abstentions rare.
+    abstain_below: float | None = ABSTAIN_BELOW
+    # the best unit's answer PMI (`Evidence.answer_gain`) under which the answer is NO_ANSWER too;
+    # None: never. Passages on the question's topic may hold nothing it makes likelier as its
+    # answer, which relevance cannot see
+    abstain_answer_below: float | None = ABSTAIN_ANSWER_BELOW
+    # the best unit's cosine to the question (`Evidence.similarity`) under which the answer is
+    # NO_ANSWER too; None: never. A question about something else still finds units that explain
+    # some of its words (the likelihood) and that it makes likelier (the answer gain): "Who won the
+    # 1998 world cup?" asked of a programming book finds its guessing game, "You win!"
+    abstain_similarity_below: float | None = ABSTAIN_SIMILARITY_BELOW
+    # a passage none of whose units has this cosine to the question is not quoted
+    # (`evidence.on_topic`); None: every passage may be
+    off_topic_below: float | None = evidence_mod.OFF_TOPIC_BELOW
+    # NO_ANSWER too when the question gives names and the collection mentions none of them
+    # (`mentions.never_mentioned`); False: never
+    abstain_unmentioned: bool = True
+    max_new_tokens: int = 64
+    temperature: float = 0.0
+    no_repeat_ngram: int = 0       # generated tokens only (decoding.py)
+    repetition_penalty: float = 1.0
+    # context-aware decoding's weight for generated tokens (`decoding.contrast`, Shi et al. 2023);
+    # 0: off. Off by default: docs/RESULTS.md ("Answers") measures it
+    contrast: float = 0.0
+    focused: bool = True           # generate from the evidence (True) or from the whole chunks
+    # a focused answer ends after its first sentence, the one sentence ANSWER_SYSTEM asks for
+    # (`loops.first_sentence`): the model goes on past it, away from the evidence and into loops
+    one_sentence: bool = True
+    whole_thoughts: bool = True    # quote "...:" units with what they introduce; skip cut sentence tails
+    # units offered to the word budget in turns: the fusion's best, then each leading scorer's own
+    # best (`evidence.offer_order`; False: the fusion's order alone)
+    interleave: bool = True
+    reading_order: bool = True     # quotes by passage, then place in it (False: best-scored first)
+    lead_quote: bool = True        # in reading order, the quote that best explains the question first
+    # the shown passages ordered by retrieval fused with their best unit's likelihood
+    # (`evidence.passage_order`; False: the retrieval order)
+    passage_order: bool = True
+
+    @property
+    def words(self) -> int:
+        """The evidence budget in words: `evidence_words`, or the answer mode's default."""
+        return self.evidence_words or EVIDENCE_WORDS[self.answer]
+
+    @property
+    def needs_evidence(self) -> bool:
+        """Whether the answer quotes, is generated from, or may abstain on the selected evidence."""
+        return (self.answer != "generated" or self.focused or self.abstain_below is not None
+                or self.abstain_answer_below is not None or self.abstain_similarity_below is not None)
+
+    def abstains(self, ev: evidence_mod.Evidence) -> bool:
+        """Whether this evidence is too weak to answer from: it explains the question too weakly,
+        none of its units reads as an answer to it, or none is about what it asks (the last two
+        tests are skipped when the "answer" or "embedding" scorer did not run)."""
+        if self.abstain_below is not None and ev.relevance < self.abstain_below:
+            return True
+        if (self.abstain_similarity_below is not None and ev.similarity is not None
+                and ev.similarity < self.abstain_similarity_below):
+            return True
+        return (self.abstain_answer_below is not None and ev.answer_gain is not None
+                and ev.answer_gain < self.abstain_answer_below)
+
+    def __post_init__(self):
+        if self.top_k < 1:
+            raise UniragError("--top-k must be at least 1")
+        if self.rerank < 0:
+            raise UniragError("--rerank must be 0 (off) or a number of candidates")
+        if self.retrieval not in RETRIEVAL_MODES:
+            raise UniragError(f"unknown retrieval mode {self.retrieval!r}; choose from {', '.join(RETRIEVAL_MODES)}")
+        if self.answer not in ANSWER_MODES:
+            raise UniragError(f"unknown answer mode {self.answer!r}; choose from {', '.join(ANSWER_MODES)}")
+        unknown = sorted(set(self.scorers) - set(evidence_mod.SCORERS))
+        if unknown or not self.scorers:
+            raise UniragError(f"unknown or no evidence scorer(s) {', '.join(unknown)}; choose from "
+                              f"{', '.join(evidence_mod.SCORERS)}")
+        if self.evidence_words is not None and self.evidence_words < 1:
+            raise UniragError("evidence_words must be at least 1")
+        if self.max_new_tokens < 1:
+            raise UniragError("--max-new-tokens must be at least 1")
+        if self.contrast < 0:
+            raise UniragError("contrast (context-aware decoding's weight) must be 0 (off) or more")
+
+
+@dataclass
+class Answer:
+    """One answered question. Iterate it (or call `stream()`) for the text pieces; `text` holds
+    what has been streamed so far, the whole answer once the stream ends."""
+
+    question: str
+    hits: list[Hit]                    # the passages shown and cited, [1] first
+    evidence: evidence_mod.Evidence
+    abstained: bool
+    _pieces: Iterator[str] = field(repr=False, default_factory=lambda: iter(()))
+    text: str = ""
+    looped: bool = False  # the generated part was cut where it started repeating itself
+    evidence_s: float = 0.0  # seconds spent selecting the evidence (0 when it was passed in)
+
+    def stream(self) -> Iterator[str]:
+        for piece in self._pieces:
+            self.text += piece
+            yield piece
+
+    __iter__ = stream
+
+    def read(self) -> str:
+        """The whole answer (consumes the stream)."""
+        for _ in self.stream():
+            pass
+        return self.text
+
+    @property
+    def citations(self) -> list[str]:
+        return citations(self.hits)
+
+
+def quote(span: evidence_mod.Span) -> str:
+    """A span as it appears in an answer: its text as a reader reads it (`sentences.plain`), in
+    quotes, with its number; "…" marks where a sentence too long to quote whole goes on, and where
+    a definition's later sentence follows the term it is quoted after ("term — …sentence"); a
+    section's first sentence follows the name its heading gives with no "…"."""
+    text = plain(span.text, span.code)
+    opening = (f"{plain(span.name.text)} — {'' if span.after_name else '…'}" if span.name
+               else "…" if span.cut_before else "")
+    return f"“{opening}{text}{'…' if span.cut_after else ''}” [{span.hit + 1}]"
+
+
+def quotes(spans: Sequence[evidence_mod.Span]) -> list[str]:
+    """The spans quoted in this order, a name (`Span.name`) not repeated before a span of the same
+    passage right after one it was shown with: the quotes of one function's section or definition
+    read "`os.homedir()` — …Returns ..." then "It reads HOME first.", not the name again.
+    `evidence.choose` counts the name's words for each quote, so the answer stays within its word
+    budget in any order."""
+    out, before = [], None
+    for span in spans:
+        named = (span.hit, span.name and span.name.text)
+        out.append(quote(replace(span, name=None) if span.name and named == before else span))
+        before = named
+    return out
+
+
+def focused_hits(hits: Sequence[Hit], spans: Sequence[evidence_mod.Span]) -> list[Hit]:
+    """The hits cut down to their chosen spans with one unit of text on each side, in document
+    order; the numbering (and so the citations) stays that of `hits`."""
+    from unirag.answer.sentences import split_units
+
+    out = list(hits)
+    for i, hit in enumerate(hits):
+        chosen = [s for s in spans if s.hit == i]
+        if not chosen:
+            out[i] = replace(hit, text="")
+            continue
+        units = split_units(hit.text)
+        keep = set()
+        for span in chosen:
+            j = next((k for k, u in enumerate(units) if u.start == span.start), None)
+            keep |= {j} if j is None else {max(j - 1, 0), j, min(j + 1, len(units) - 1)}
+        pieces = [" ".join(hit.text[u.start:u.end].split()) for k, u in enumerate(units) if k in keep]
+        out[i] = replace(hit, text=" … ".join(pieces))
+    return out
+
+
+def _generated(model, question: str, hits: list[Hit], spans, history, settings: AskSettings,
+               on_loop) -> Iterator[str]:
+    shown = focused_hits(hits, spans) if settings.focused and spans else hits
+    # passages left empty keep their number (so [n] still means hits[n-1]) but say nothing
+    shown = [h if h.text else replace(h, text="(not relevant)") for h in shown]
+    return answer(model, question, shown, history, max_new_tokens=settings.max_new_tokens,
+                  temperature=settings.temperature, stream=True,
+                  system=ANSWER_SYSTEM if settings.focused else None, on_loop=on_loop,
+                  repetition=RepetitionControl(settings.no_repeat_ngram, settings.repetition_penalty),
+                  one_sentence=settings.focused and settings.one_sentence, contrast=settings.contrast)
+
+
+def _pieces(model, question: str, hits: list[Hit], ev: evidence_mod.Evidence, abstained: bool,
+            history, settings: AskSettings, on_loop, unmentioned: Sequence[str] = ()) -> Iterator[str]:
+    if not hits:
+        yield NO_ANSWER + " (No passages were found: the collection is empty.)"
+        return
+    spans = evidence_mod.reading_order(ev.spans, settings.lead_quote) if settings.reading_order else ev.spans
+    if abstained:
+        yield NO_ANSWER
+        if unmentioned and settings.abstain_unmentioned:
+            yield f" They never mention {_listed(unmentioned)}."
+        if spans:  # the quote an answer would have led with
+            yield f" {CLOSEST} {quote(spans[0])}"
+        return
+    if settings.answer in ("extractive", "both"):
+        for i, line in enumerate(quotes(spans)):  # one quote per line, streamed one by one
+            yield ("\n" if i else "") + line
+    if settings.answer in ("generated", "both"):
+        if settings.answer == "both":
+            yield "\n\nIn short: "
+        yield from _generated(model, question, hits, ev.spans, history, settings, on_loop)
+
+
+def _listed(names: Sequence[str]) -> str:
+    """“A”, “A” or “B”, “A”, “B” or “C”."""
+    quoted = [f"“{name}”" for name in names]
+    return quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+
+
+def never_mentioned(collection, question: str, settings: AskSettings = AskSettings()) -> tuple[str, ...]:
+    """The names `question` gives when `collection` mentions none of them (`mentions.py`), or ()
+    (also when `settings.abstain_unmentioned` is off): what `answer_hits` is told to abstain on."""
+    if not settings.abstain_unmentioned or not mentions.names(question):
+        return ()  # most questions give no names: no need to build the collection's BM25 index
+    return mentions.never_mentioned(question, lexical.index_for(collection).mentions)
+
+
+def chosen_evidence(hits: Sequence[Hit], cands, scores: dict[str, list[float]], null: float,
+                    settings: AskSettings = AskSettings(), scorers: Sequence[str] | None = None
+                    ) -> tuple[list[Hit], evidence_mod.Evidence]:
+    """The evidence `settings` choose from units already scored (`evidence.score`'s output), and
+    the passages in the order to show them (`evidence.passage_order`, where `settings` say so),
+    the evidence renumbered to match. The one choice `answer_hits` makes, and what
+    `benchmarks/selection_replay.py` replays over cached scores. `scorers` (default:
+    `settings.scorers`) names the rankings fused: a benchmark passes a reference judge's name
+    with its scores in `scores`."""
+    hits = list(hits)
+    chosen = evidence_mod.choose(hits, cands, scores, null, settings.words, scorers or settings.scorers,
+                                 settings.whole_thoughts, settings.interleave, settings.off_topic_below)
+    if settings.passage_order and len(chosen.passage_likelihood) == len(hits) > 1:
+        order = evidence_mod.passage_order(chosen)
+        hits, chosen = [hits[i] for i in order], chosen.renumbered(order)
+    return hits, chosen
+
+
+def select_evidence(model, question: str, hits: Sequence[Hit], settings: AskSettings = AskSettings()
+                    ) -> tuple[list[Hit], evidence_mod.Evidence]:
+    """Score `hits`' units against `question` with the model (`evidence.score`) and choose from
+    them as `settings` say (`chosen_evidence`): the passages in the order to show them and the
+    evidence numbered to match. What `answer_hits` and the LlamaIndex `UniEvidence` run."""
+    cands, scores, null = evidence_mod.score(model, question, hits, settings.scorers, settings.whole_thoughts)
+    return chosen_evidence(hits, cands, scores, null, settings)
+
+
+def answer_hits(model, question: str, hits: Sequence[Hit], settings: AskSettings = AskSettings(),
+                history: Sequence[Turn] = (), evidence: evidence_mod.Evidence | None = None,
+                unmentioned: Sequence[str] = ()) -> Answer:
+    """The answer to `question` from these chunks (already retrieved), as `ask` gives it.
+
+    `evidence`, if given, is used as is instead of selecting it again: pass `.hits` and
+    `.evidence` of an earlier Answer to the same question with the same scorers, word budget and
+    passage order (evaluation shares them between answer modes). `unmentioned`: the question's
+    names that the collection never mentions (`never_mentioned()`); given, the answer abstains and
+    says so, unless `settings.abstain_unmentioned` is off."""
+    if not question.strip():
+        raise UniragError("the question is empty")
+    system = ANSWER_SYSTEM if settings.focused else None
+    hits, history = fit(model, question, list(hits)[: settings.top_k], history, settings.max_new_tokens, system)
+    started = time.perf_counter()
+    if evidence is None:
+        if hits and settings.needs_evidence:
+            hits, evidence = select_evidence(model, question, hits, settings)
+        else:
+            evidence = evidence_mod.Evidence([], float("-inf"))
+        selected_s = time.perf_counter() - started
+    else:
+        selected_s = 0.0
+    ev = evidence
+    names_unmentioned = settings.abstain_unmentioned and bool(unmentioned)
+    abstained = bool(hits) and (settings.abstains(ev) or names_unmentioned)
+    result = Answer(question, hits, ev, abstained, evidence_s=selected_s)
+    result._pieces = _pieces(model, question, hits, ev, abstained, history, settings,
+                             on_loop=lambda: setattr(result, "looped", True), unmentioned=unmentioned)
+    return result
+
+
+def ask(model, collection, question: str, settings: AskSettings = AskSettings(),
+        history: Sequence[Turn] = (), query: str | None = None) -> Answer:
+    """Retrieve for `query` (default: the question) and answer `question` from what was found."""
+    if not question.strip():
+        raise UniragError("the question is empty")
+    hits = retrieve(model, collection, query or question, settings.top_k, settings.retrieval, settings.rerank)
+    return answer_hits(model, question, hits, settings, history,
+                       unmentioned=never_mentioned(collection, question, settings))

@@ -1,0 +1,153 @@
+"""Lexical (BM25) search over a collection's own chunks, and reciprocal rank fusion with dense search.
+
+Why: a question such as "When is `if let` more convenient than `match`?" names the very words of
+the right chapter. A 135M-parameter embedding blurs such rare keywords; BM25 does not. Fusing the
+two rankings costs one sparse lookup, no second model.
+
+The index is built from what the Chroma collection itself stores (each chunk's title, heading path
+and text), so it cannot drift from the vectors: it lives in memory, keyed by the collection and a
+digest of its chunk ids. Chunk ids change whenever a file's content changes (see
+`ingest.chunk_id`), so after any incremental ingest the next query rebuilds it, in time that grows
+with the number of chunks. Nothing is written to disk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from unirag.retrieval import store
+RRF_K = 60  # the constant of Cormack et al. (2009); larger flattens the rank weights
+
+
+def tokenize(texts: Sequence[str]):
+    """Lower-cased words of 2+ characters, English stopwords dropped, Snowball-stemmed ("loops" -> "loop")."""
+    import bm25s
+    import Stemmer
+
+    stemmer = Stemmer.Stemmer("english")  # cheap to make; one per call because stemmers are not thread-safe
+    return bm25s.tokenize(list(texts), stopwords="en", stemmer=stemmer.stemWords, show_progress=False)
+
+
+def chunk_words(document: str, metadata: dict) -> str:
+    """What BM25 reads for a chunk: its title and heading path (as embedded at ingest), then its text."""
+    title, heading = metadata.get("title", ""), metadata.get("heading", "")
+    return "\n".join(part for part in (title, heading, document) if part)
+
+
+# a run of capitalised words on one line ("Lesser General Public License", "GNU LESSER GENERAL")
+_CAPITALISED_RUN = re.compile(r"[A-Z][A-Za-z]*(?:[ \t]+[A-Z][A-Za-z]*)+")
+# letters of an acronym read as spelled out: of three, capitalised words in a row collide too
+# often by chance (the Python docs' "Monty Python Live" spells MPL)
+MIN_SPELLED_OUT, MAX_SPELLED_OUT = 4, 6
+
+
+def spelled_out_acronyms(texts: Sequence[str]) -> frozenset[str]:
+    """The acronyms the texts spell out: the initials of every four to six capitalised words in a
+    row ("GNU Lesser General Public License" -> LGPL, GLGPL, GLGP, ...)."""
+    found = set()
+    for text in texts:
+        for run in _CAPITALISED_RUN.finditer(text):
+            initials = "".join(word[0] for word in run.group().split()).upper()
+            found.update(initials[i:j] for i in range(len(initials))
+                         for j in range(i + MIN_SPELLED_OUT, min(i + MAX_SPELLED_OUT, len(initials)) + 1))
+    return frozenset(found)
+
+
+@dataclass
+class LexicalIndex:
+    """BM25 over one snapshot of a collection; `search` returns (chunk id, BM25 score), best first."""
+
+    ids: list[str]
+    digest: str
+    retriever: object  # bm25s.BM25, or None for an empty collection
+    acronyms: frozenset[str] = frozenset()  # spelled out in the chunks (`spelled_out_acronyms`)
+
+    @classmethod
+    def build(cls, ids: Sequence[str], texts: Sequence[str], digest: str = "") -> LexicalIndex:
+        import bm25s
+
+        if not ids:
+            return cls([], digest, None)
+        retriever = bm25s.BM25()
+        retriever.index(tokenize(texts), show_progress=False)
+        return cls(list(ids), digest, retriever, spelled_out_acronyms(texts))
+
+    def search(self, query: str, k: int) -> list[tuple[str, float]]:
+        if self.retriever is None or k < 1:
+            return []
+        tokens = tokenize([query])
+        if not tokens.vocab:  # only stopwords or punctuation: no lexical signal
+            return []
+        docs, scores = self.retriever.retrieve(tokens, k=min(k, len(self.ids)), show_progress=False)
+        return [(self.ids[int(d)], float(s)) for d, s in zip(docs[0], scores[0]) if s > 0]
+
+    def mentions(self, word: str) -> bool:
+        """Whether some chunk holds `word`, as BM25 reads words (stemmed: "Makefiles" finds
+        "Makefile"), or, for an acronym, spelled out ("LGPL": "Lesser General Public License").
+        A word BM25 does not index (a stopword, one letter) counts as mentioned: there is no
+        telling."""
+        stems = list(tokenize([word]).vocab)
+        if not stems:
+            return True
+        known = self.retriever.vocab_dict if self.retriever is not None else {}
+        return any(stem in known for stem in stems) or (word.isupper() and word in self.acronyms)
+
+
+def ids_digest(ids: Sequence[str]) -> str:
+    return hashlib.sha256("\n".join(sorted(ids)).encode()).hexdigest()
+
+
+_CACHE: dict[str, LexicalIndex] = {}
+_LOCK = threading.Lock()
+
+
+def index_for(collection) -> LexicalIndex:
+    """The collection's BM25 index, rebuilt only when its set of chunk ids changed since last time."""
+    ids = _all_ids(collection)
+    digest = ids_digest(ids)
+    key = f"{collection.id}"
+    with _LOCK:
+        index = _CACHE.get(key)
+        if index is None or index.digest != digest:
+            texts, ids = _all_texts(collection)
+            index = _CACHE[key] = LexicalIndex.build(ids, texts, ids_digest(ids))
+        return index
+
+
+def _all_ids(collection) -> list[str]:
+    return [id_ for got in store.pages(collection, []) for id_ in got["ids"]]
+
+
+def _all_texts(collection) -> tuple[list[str], list[str]]:
+    """Every chunk's words for BM25, in the order of their ids.
+
+    Why sorted: the collection returns chunks in the order they were written, which depends on
+    its history (a file re-ingested goes last), and BM25 ranks chunks of equal score in index
+    order; sorted, the same chunks give the same ranking however the collection was built."""
+    rows = []
+    for got in store.pages(collection, ["documents", "metadatas"]):
+        rows += [(id_, chunk_words(doc or "", meta or {}))
+                 for id_, doc, meta in zip(got["ids"], got["documents"], got["metadatas"])]
+    rows.sort()
+    return [text for _, text in rows], [id_ for id_, _ in rows]
+
+
+def reciprocal_rank_fusion(rankings: Sequence[Sequence[str]], k: int = RRF_K,
+                           weights: Sequence[float] | None = None) -> list[tuple[str, float]]:
+    """Fuse ranked id lists: score(id) = sum over lists of weight / (k + rank), rank from 1 (every
+    weight 1 unless given); best first.
+
+    Ties keep the order of first appearance (the first list wins), so the result is deterministic.
+    """
+    weights = [1.0] * len(rankings) if weights is None else list(weights)
+    if len(weights) != len(rankings):
+        raise ValueError(f"{len(weights)} weights for {len(rankings)} rankings")
+    scores: dict[str, float] = {}
+    for ranking, weight in zip(rankings, weights):
+        for rank, id_ in enumerate(ranking, 1):
+            scores[id_] = scores.get(id_, 0.0) + weight / (k + rank)
+    return sorted(scores.items(), key=lambda item: -item[1])

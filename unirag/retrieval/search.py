@@ -1,0 +1,159 @@
+"""Question -> retrieved chunks, best first.
+
+The same UniModel embeds the question (with the pooling the collection was built with) that
+later writes the answer (`unirag.answer`). Retrieval is hybrid by default: the dense ranking is
+fused with BM25 over the same chunks (`lexical.py`), and the first few are reranked by the same
+model (`rerank.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from unirag.errors import UniragError
+from unirag.retrieval import lexical, store
+
+RETRIEVAL_MODES = ("hybrid", "dense", "lexical")
+CANDIDATES = 20  # per ranking, before fusion
+SEARCH_DEPTH = 400  # nearest neighbours asked of the vector index (`dense_search`)
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One retrieved chunk. score: cosine similarity (1 - Chroma's cosine distance) in dense mode,
+    the fused reciprocal-rank score in hybrid mode, the BM25 score in lexical mode."""
+
+    id: str
+    score: float
+    text: str
+    source: str
+    heading: str = ""
+    metadata: dict = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return f"{self.source} > {self.heading}" if self.heading else self.source
+
+    @property
+    def first_line(self) -> str:
+        """The first line of text that is not a heading (headings are already in the label)."""
+        lines = [ln.strip() for ln in self.text.splitlines() if ln.strip()]
+        line = next((ln for ln in lines if not ln.startswith("#")), lines[0] if lines else "")
+        return line if len(line) <= 100 else line[:99] + "…"
+
+
+def retrieve(model, collection, question: str, top_k: int = 5, mode: str = "hybrid", rerank: int = 0,
+             rerank_fusion: bool = True, rerank_weight: float | None = None) -> list[Hit]:
+    """The top_k chunks for the question, best first.
+
+    mode "dense": nearest EOS embeddings. "lexical": BM25 over the same chunks (`lexical.py`).
+    "hybrid" (default): the top CANDIDATES of each, fused by reciprocal rank.
+    A chunk whose text a higher-ranked one already holds is left out (`distinct`).
+    rerank=N: the first N of that ranking are reordered by the same model's query likelihood
+    (`rerank.py`), fused with their retrieval order (the likelihood's counted `rerank_weight` times,
+    None: `rerank.LIKELIHOOD_WEIGHT`) unless rerank_fusion=False, before the top_k are kept; 0
+    leaves the ranking as it is.
+    """
+    if not question.strip():
+        raise UniragError("the question is empty")
+    if top_k < 1:
+        raise UniragError("--top-k must be at least 1")
+    if rerank < 0:
+        raise UniragError("--rerank must be 0 (off) or a number of candidates")
+    if mode not in RETRIEVAL_MODES:
+        raise UniragError(f"unknown retrieval mode {mode!r}; choose from {', '.join(RETRIEVAL_MODES)}")
+    store.check_model(collection, model)
+    count = collection.count()
+    if count == 0:
+        return []
+    dense: list[Hit] = []
+    if mode != "lexical":
+        vector = model.embed([query_text(model, question)], pooling=store.collection_pooling(collection))[0]
+        dense_depth = max(top_k, rerank) if mode == "dense" else max(top_k, rerank, CANDIDATES)
+        dense = dense_search(collection, vector, dense_depth)
+    depth = max(top_k, rerank)
+    if mode == "dense":
+        hits = distinct(dense)
+    else:
+        words = lexical.index_for(collection).search(question, depth if mode == "lexical" else max(depth, CANDIDATES))
+        if mode == "lexical":
+            ranked = words
+        else:
+            ranked = lexical.reciprocal_rank_fusion([[h.id for h in dense], [id_ for id_, _ in words]])
+        # read only as far down the ranking as `depth` distinct chunks need (one read, unless some repeat)
+        known, hits, read = {h.id: h for h in dense}, [], 0
+        while len(hits) < depth and read < len(ranked):
+            more = ranked[read:read + depth - len(hits)]
+            read += len(more)
+            hits = distinct(hits + _hits(collection, more, known))
+    if rerank:
+        from unirag.retrieval.rerank import LIKELIHOOD_WEIGHT, rerank as rerank_hits
+
+        weight = LIKELIHOOD_WEIGHT if rerank_weight is None else rerank_weight
+        hits = rerank_hits(model, question, hits, rerank, fuse=rerank_fusion, weight=weight)
+    return hits[:top_k]
+
+
+def dense_search(collection, vector, depth: int) -> list[Hit]:
+    """The `depth` chunks nearest to `vector`, nearest first (score: cosine similarity).
+
+    Chroma's HNSW index is approximate, and searches with a candidate list as long as the larger
+    of its `ef_search` (100) and the results asked for. On the dev collections (2-3 thousand
+    chunks) asking for 20 missed one of the true top 20, once the fourth, for about one question
+    in thirteen, and which ones it missed changed from one load of the database to the next,
+    since the index is rebuilt in parallel threads. So SEARCH_DEPTH are asked for (ids and
+    distances only) and the first `depth` kept. 200 was not enough on the hard case of
+    tests/retrieval/test_dense_search.py (random 64-d vectors: about one query in a hundred still missed
+    one of the top 20); 400 missed none of 3,000 there, and costs a fraction of a millisecond.
+    Only the kept chunks are read in full."""
+    count = collection.count()
+    if count == 0 or depth < 1:
+        return []
+    found = collection.query(query_embeddings=[vector], n_results=min(max(depth, SEARCH_DEPTH), count),
+                             include=["distances"])
+    ids, distances = found["ids"][0][:depth], found["distances"][0][:depth]
+    got = collection.get(ids=ids, include=["documents", "metadatas"])
+    stored = {id_: (doc, meta) for id_, doc, meta in zip(got["ids"], got["documents"], got["metadatas"])}
+    hits = []
+    for id_, distance in zip(ids, distances):
+        if id_ in stored:  # else deleted since the query (an ingest writing meanwhile)
+            doc, meta = stored[id_]
+            meta = meta or {}
+            hits.append(Hit(id_, 1.0 - float(distance), doc or "", meta.get("source", ""), meta.get("heading", ""),
+                            meta))
+    return hits
+
+
+def distinct(hits: Sequence[Hit]) -> list[Hit]:
+    """The hits less those whose text a higher-ranked hit already holds (spacing aside).
+
+    Why: documentation repeats itself across files. npm's command pages each carry the full
+    description of every config option they take, and Node.js ships its whole API again on one
+    page (all.html). Shown twice, one passage takes two of the few places the answer is drawn from,
+    and the rerank reads it twice."""
+    seen: set[str] = set()
+    kept = []
+    for hit in hits:
+        text = " ".join(hit.text.split())
+        if text not in seen:
+            seen.add(text)
+            kept.append(hit)
+    return kept
+
+
+def query_text(model, question: str) -> str:
+    """What the dense search embeds for a question: the model's `query_prefix` (the cue its adapter
+    was trained with; chunks are embedded as they are) before it. BM25, the rerank and the answer
+    always read the question alone."""
+    return model.query_prefix + question
+
+
+def _hits(collection, ranked: Sequence[tuple[str, float]], known: dict[str, Hit]) -> list[Hit]:
+    """Hits for (id, score) pairs, reading from Chroma only the chunks dense search did not return."""
+    missing = [id_ for id_, _ in ranked if id_ not in known]
+    if missing:
+        got = collection.get(ids=missing, include=["documents", "metadatas"])
+        for id_, doc, meta in zip(got["ids"], got["documents"], got["metadatas"]):
+            known[id_] = Hit(id_, 0.0, doc or "", meta.get("source", ""), meta.get("heading", ""), meta)
+    return [replace(known[id_], score=score) for id_, score in ranked if id_ in known]
