@@ -14,7 +14,7 @@ from unirag.app import app_command, build_app, launch  # noqa: F401
 
 def main() -> None:
     """Run `unirag app` with this script's arguments (same options, same one-line errors)."""
-    from unirag.cli.main import main as unirag_main
+    from unirag.cli.commands import main as unirag_main
 
     sys.argv = ["unirag", "app", *sys.argv[1:]]
     unirag_main()

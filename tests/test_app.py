@@ -139,7 +139,7 @@ def test_app_command_options_and_auth_check():
 
     cli = typer.Typer()
     cli.command("app")(app_command)
-    cli.command("other")(lambda: None)  # two commands, so "app" is a subcommand as in unirag.cli.main
+    cli.command("other")(lambda: None)  # two commands, so "app" is a subcommand as in unirag.cli.commands
     runner = CliRunner()
     help_text = runner.invoke(cli, ["app", "--help"]).output
     for option in ("--model", "--adapter", "--db", "--chroma-url", "--collection", "--host", "--port", "--share",

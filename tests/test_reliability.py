@@ -1,7 +1,7 @@
 """Issue 7, reliability and security: bad input, crashes, load, safe defaults (tiny model).
 
 Each test here backs one or more rows of the table in docs/RELIABILITY.md. User errors go
-through the real entry point, `unirag.cli.main.main`, in-process (no model load for most): they must
+through the real entry point, `unirag.cli.commands.main`, in-process (no model load for most): they must
 print one line on stderr, `unirag: error: ...`, exit non-zero, and never a traceback.
 """
 
@@ -25,8 +25,8 @@ TINY_ARGS = ["--precision", "fp32"]
 
 @pytest.fixture
 def cli(capsys, monkeypatch):
-    """Run `unirag ARGS...` through `unirag.cli.main.main` in this process: (exit code, stdout, stderr)."""
-    from unirag.cli.main import main
+    """Run `unirag ARGS...` through `unirag.cli.commands.main` in this process: (exit code, stdout, stderr)."""
+    from unirag.cli.commands import main
 
     def run(*args: str) -> tuple[int, str, str]:
         capsys.readouterr()
@@ -107,7 +107,7 @@ def test_user_error_is_one_line(cli, tmp_path, case):
 def test_unknown_option_in_a_real_process(tmp_path):
     """The same through the installed entry point in a child process: status 2, one line."""
     script = Path(sys.executable).parent / "unirag"
-    command = [str(script)] if script.exists() else [sys.executable, "-m", "unirag.cli.main"]
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "unirag.cli.commands"]
     result = subprocess.run([*command, "retrieve", "x", "--top-k", "2", "--bogus"], capture_output=True,
                             text=True, timeout=120, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert result.returncode == 2
@@ -414,7 +414,7 @@ def test_half_written_adapter_is_one_line_in_a_real_process(tiny_model_dir, tmp_
     adapter = make_adapter(tiny_model_dir, tmp_path / "adapter")
     weights = adapter / "adapter_model.safetensors"
     weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])  # cut short while being written
-    result = subprocess.run([sys.executable, "-m", "unirag.cli.main", "embed", "x", "--model", str(tiny_model_dir),
+    result = subprocess.run([sys.executable, "-m", "unirag.cli.commands", "embed", "x", "--model", str(tiny_model_dir),
                              "--adapter", str(adapter)], capture_output=True, text=True, timeout=300,
                             env={**os.environ, "PYTHONPATH": str(REPO)})
     assert result.returncode == 1 and result.stdout == ""
@@ -505,7 +505,7 @@ def test_training_survives_ctrl_c_and_sigkill_then_resumes_exactly(tiny_model_di
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(CORPUS_LINES * 4) + "\n")
     out, checkpoints = tmp_path / "run", tmp_path / "run" / "checkpoints"
-    command = [sys.executable, "-m", "unirag.cli.main", "train", "--recipe", "test-tiny", "--data", str(corpus),
+    command = [sys.executable, "-m", "unirag.cli.commands", "train", "--recipe", "test-tiny", "--data", str(corpus),
                "--output", str(out), "--model", str(tiny_model_dir), "--steps", str(STEPS), "--save_steps", str(SAVE)]
     # one thread (see one_torch_thread), in the child processes and in the comparison run below
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}

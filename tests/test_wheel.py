@@ -77,7 +77,7 @@ def test_commands_run_outside_the_checkout(installed, tiny_model_dir):
     bin_, env, elsewhere, _ = installed
     python, unirag = bin_ / "python", bin_ / "unirag"
 
-    out = run(python, "-c", "import importlib.util as u, unirag, unirag.cli.main as c; "
+    out = run(python, "-c", "import importlib.util as u, unirag, unirag.cli.commands as c; "
               "from unirag.training.config import load_config; "
               "print(unirag.__file__); print(u.find_spec('apps')); print(load_config('cpu-quick').recipe); "
               "print(sorted(p.name for p in c.SAMPLE_DOCS.glob('*.md')))", cwd=elsewhere, env=env).stdout.splitlines()

@@ -1,6 +1,6 @@
 """`python -m unirag ...`: the same as the `unirag` command."""
 
-from unirag.cli.main import main
+from unirag.cli.commands import main
 
 if __name__ == "__main__":
     main()

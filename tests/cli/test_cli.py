@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from unirag.cli.main import app
+from unirag.cli.commands import app
 
 runner = CliRunner()
 
@@ -52,7 +52,7 @@ def test_decode_copy_option_picks_the_weights_generated_tokens_read(tiny_model_d
 
 
 def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "unirag.cli.main", *args], capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, "-m", "unirag.cli.commands", *args], capture_output=True, text=True, timeout=300)
 
 
 @pytest.mark.slow  # child processes
@@ -123,7 +123,7 @@ def test_only_unirags_own_warnings_reach_the_user(capsys):
     sets to DEBUG) never print mid-answer; unirag's own warnings do, as one prefixed line."""
     import logging
 
-    from unirag.cli.main import configure_logging
+    from unirag.cli.commands import configure_logging
 
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
@@ -162,7 +162,7 @@ def test_demo_documents_ship_in_the_package_and_answer_the_default_question():
     from pathlib import Path
 
     import unirag
-    from unirag.cli.main import SAMPLE_DOCS
+    from unirag.cli.commands import SAMPLE_DOCS
 
     assert SAMPLE_DOCS == Path(unirag.__file__).resolve().parent / "sample_docs"
     pages = sorted(SAMPLE_DOCS.glob("*.md"))

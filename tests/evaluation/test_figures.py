@@ -5,7 +5,7 @@ import json
 import numpy as np
 from typer.testing import CliRunner
 
-from unirag.cli.main import app
+from unirag.cli.commands import app
 from unirag.evaluation.figures import (intent_texts, largest_intents, save_line_plot, save_tsne_figure,
                                        tsne_panel)
 

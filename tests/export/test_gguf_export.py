@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from unirag import UniModel, UniragError
-from unirag.cli.main import app
+from unirag.cli.commands import app
 from unirag.export.gguf import export_gguf
 
 TEXTS = ["Rust has ownership and borrowing.", "The cat sat on the mat.", "Paris is the capital of France."]

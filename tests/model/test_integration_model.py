@@ -107,7 +107,7 @@ def test_demo_main_job_without_app(tmp_path):
     """The README's main job, minus the blocking app: index the shipped sample docs, answer with citations."""
     from typer.testing import CliRunner
 
-    from unirag.cli.main import app
+    from unirag.cli.commands import app
 
     result = CliRunner().invoke(app, ["demo", "--no-app", "--db", str(tmp_path / "db")])
     assert result.exit_code == 0, result.output

@@ -7,7 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from unirag import UniModel, UniragError
-from unirag.cli.main import app
+from unirag.cli.commands import app
 from unirag.training.adapt import adapt, domain_texts
 from unirag.retrieval.chunking import ChunkSettings
 

@@ -1,7 +1,7 @@
 """`unirag ingest / adapt / retrieve / ask / chat`: the commands over the user's documents, as plain
 typer command functions.
 
-They are registered on the main app in `unirag/cli/main.py` (`app.command()(ingest)`), so this module
+They are registered on the main app in `unirag/cli/commands.py` (`app.command()(ingest)`), so this module
 holds no Typer app. It sits in the top (interface) layer beside `cli.py`: it may import
 `unirag.rag` and `unirag.training`, and nothing below imports it (pyproject.toml's import-linter
 contract). Heavy imports (torch, chromadb) happen inside the commands, keeping

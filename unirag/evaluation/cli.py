@@ -1,6 +1,6 @@
 """`unirag eval ...`: embedding quality (MTEB tasks) and kept generation quality (LM tasks).
 
-The lead's ``unirag/cli/main.py`` mounts this with ``app.add_typer(eval_app, name="eval")``. Each
+The lead's ``unirag/cli/commands.py`` mounts this with ``app.add_typer(eval_app, name="eval")``. Each
 command loads a model once per variant with ``UniModel.load`` and imports mteb only when needed
 (importing it takes seconds).
 """
