@@ -2,8 +2,9 @@
 
 Not part of the test suite (it needs the documents): run it after fetching a set's folder,
     python benchmarks/questions/check_keys.py benchmarks/questions/stats_papers.jsonl runs/stats-docs
-PDFs are read twice, with pypdf and with poppler's pdftotext (when installed), since a key
-that only one extractor yields would measure the reader rather than the answer. Text is
+PDFs are read with pypdf, with poppler's pdftotext (when installed) and with unirag's own PDF
+reader (when importable, e.g. PYTHONPATH=.), since a key that only one extractor yields would
+measure the reader rather than the answer. Text is
 lower-cased and its runs of whitespace collapsed to one space, as a line break inside a
 key is no fault of the answer. Exits 1 when any key is missing or appears in its question.
 """
@@ -34,6 +35,14 @@ def _pdftotext_text(path: Path) -> str:
     ).stdout
 
 
+def _unirag_text(path: Path) -> str | None:
+    try:
+        from unirag.readers.pdf import pdf_to_markdown
+    except ImportError:
+        return None
+    return pdf_to_markdown(path.read_bytes())[0]
+
+
 def extractions(path: Path) -> dict[str, str]:
     """Each extractor's normalised text of one file."""
     if path.suffix.lower() != ".pdf":
@@ -41,6 +50,9 @@ def extractions(path: Path) -> dict[str, str]:
     texts = {"pypdf": _normalise(_pypdf_text(path))}
     if shutil.which("pdftotext"):
         texts["pdftotext"] = _normalise(_pdftotext_text(path))
+    unirag_text = _unirag_text(path)
+    if unirag_text is not None:
+        texts["unirag"] = _normalise(unirag_text)
     return texts
 
 
