@@ -131,6 +131,8 @@ def test_chat_with_a_collection_answers_with_sources(client):
         assert s["label"].startswith(s["file"]) and s["text"] and isinstance(s["quotes"], list)
     cited = {int(n) for n in re.findall(r"\[(\d+)\]", text)}
     assert cited and cited <= {s["index"] for s in sources}
+    quotes = [q for s in sources for q in s["quotes"]]
+    assert quotes and all(q in text for q in quotes)  # what each source says it gave the answer
 
 
 def test_a_collection_model_id_picks_the_collection(client):

@@ -60,7 +60,7 @@ def history_and_question(messages: Sequence[Message]) -> tuple[list[tuple[str, s
 
 def source(number: int, hit, spans: Sequence) -> dict:
     """One cited passage: its number, file, heading, page(s) where the reader recorded them, the
-    sentences the answer quotes from it, and its whole text."""
+    sentences the answer quotes from it (`spans`, numbered by passage), and its whole text."""
     from unirag.answer.sentences import plain
 
     meta = hit.metadata or {}
@@ -71,6 +71,18 @@ def source(number: int, hit, spans: Sequence) -> dict:
     out["quotes"] = [plain(s.text, s.code) for s in spans if s.hit == number - 1]
     out["text"] = hit.text
     return out
+
+
+def quoted(result, settings: AskSettings) -> list:
+    """The spans the answer quotes, as `ask` streams them: in reading order, only the closest one
+    when it abstains; a generated answer quotes none, and its sources list the evidence it was
+    written from."""
+    from unirag.answer.evidence import reading_order
+
+    spans = result.evidence.spans
+    if settings.reading_order:
+        spans = reading_order(spans, settings.lead_quote)
+    return spans[:1] if result.abstained else list(spans)
 
 
 def open_collection(client, name: str, model):
@@ -131,7 +143,7 @@ def ask_chat(model, client, request: ChatRequest, name: str, defaults: AskSettin
                        temperature=request.temperature)
     query = f"{history[-1][0]}\n{question}" if history else question  # follow-ups keep their topic, as `unirag chat`
     result = ask(model, collection, question, settings, history, query)
-    sources = [source(i, hit, result.evidence.spans) for i, hit in enumerate(result.hits, 1)]
+    sources = [source(i, hit, quoted(result, settings)) for i, hit in enumerate(result.hits, 1)]
     yield Head(len(model.prompt_ids(_messages(request.messages))), None, sources)
     yield from counted(model, result.stream())
 
