@@ -129,10 +129,13 @@ class Stream:
         self._items: asyncio.Queue = asyncio.Queue()
         self._job = Job(run, on_item=self._put)
         self._future = worker.submit(self._job)
-        self._future.add_done_callback(lambda _f: self._loop.call_soon_threadsafe(self._items.put_nowait, _END))
+        self._future.add_done_callback(lambda _f: self._put(_END))
 
     def _put(self, item: Any) -> None:
-        self._loop.call_soon_threadsafe(self._items.put_nowait, item)
+        try:
+            self._loop.call_soon_threadsafe(self._items.put_nowait, item)
+        except RuntimeError:  # the event loop is closed (the server stopped): nobody reads on
+            self._job.cancel()
 
     async def get(self) -> Any:
         item = await self._items.get()
