@@ -172,6 +172,13 @@ def test_a_streamed_answer_from_a_collection_carries_its_sources_first(client):
     assert "".join(c.choices[0].delta.content or "" for c in chunks) == whole.choices[0].message.content
 
 
+def test_a_request_picks_its_answer_mode_and_passage_count(client):
+    got = client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "Where is Paris?"}],
+                                         max_tokens=6, extra_body={"collection": "docs", "top_k": 1,
+                                                                   "answer": "generated"})
+    assert len(got.model_extra["sources"]) == 1 and got.choices[0].message.content
+
+
 def test_chat_history_reaches_the_ask_flow(client):
     messages = [{"role": "user", "content": "Where is Paris?"}, {"role": "assistant", "content": "In France."},
                 {"role": "user", "content": "And what about Rust?"}]
@@ -362,6 +369,17 @@ def test_binding_beyond_loopback_needs_a_key(monkeypatch):
     monkeypatch.setenv("UNIRAG_API_KEY", "")  # an empty key is no key
     result = CliRunner().invoke(app, ["serve", "--host", "0.0.0.0"])
     assert isinstance(result.exception, UniragError)
+
+
+def test_serve_refuses_a_missing_default_collection_at_start(tiny_model_dir, tmp_path):
+    from typer.testing import CliRunner
+
+    from unirag.cli.main import app
+
+    (tmp_path / "db").mkdir()
+    result = CliRunner().invoke(app, ["serve", "--model", str(tiny_model_dir), "--precision", "fp32",
+                                      "--db", str(tmp_path / "db"), "--collection", "nope"])
+    assert isinstance(result.exception, UniragError) and "no collection 'nope'" in str(result.exception)
 
 
 def test_key_comparison():
