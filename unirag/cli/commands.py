@@ -24,6 +24,7 @@ from unirag.errors import UniragError
 from unirag.evaluation.cli import eval_app
 from unirag.cli.rag_commands import adapt, ask, chat, ingest, retrieve
 from unirag.app import app_command
+from unirag.server.command import serve_command
 
 app = typer.Typer(
     name="unirag",
@@ -37,6 +38,7 @@ app.add_typer(eval_app, name="eval")
 for _command in (ingest, adapt, retrieve, ask, chat):
     app.command()(_command)
 app.command("app")(app_command)
+app.command("serve")(serve_command)
 
 
 @app.command()
