@@ -354,7 +354,7 @@ def test_a_keyed_server_without_a_collection_database_chats_plainly_only(keyed):
 def test_binding_beyond_loopback_needs_a_key(monkeypatch):
     from typer.testing import CliRunner
 
-    from unirag.cli.main import app
+    from unirag.cli.commands import app
     from unirag.server.security import check_bind
 
     check_bind("127.0.0.1", None)
@@ -374,7 +374,7 @@ def test_binding_beyond_loopback_needs_a_key(monkeypatch):
 def test_serve_refuses_a_missing_default_collection_at_start(tiny_model_dir, tmp_path):
     from typer.testing import CliRunner
 
-    from unirag.cli.main import app
+    from unirag.cli.commands import app
 
     (tmp_path / "db").mkdir()
     result = CliRunner().invoke(app, ["serve", "--model", str(tiny_model_dir), "--precision", "fp32",

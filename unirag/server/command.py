@@ -1,6 +1,6 @@
 """`unirag serve`: the HTTP API (OpenAI-compatible) over one model loaded once.
 
-Registered on the main app in `unirag/cli/main.py`. The bind check and the database run before
+Registered on the main app in `unirag/cli/commands.py`. The bind check and the database run before
 the slow model load, so a refused start says so at once.
 """
 
