@@ -36,10 +36,13 @@ detection, no OCR (a scanned PDF has no text to read).
 from __future__ import annotations
 
 import io
+import logging
 import math
 import re
 from collections import Counter
+from pathlib import Path
 
+from unirag.readers.base import Document, Reader, Skipped, SourceFile, register
 from unirag.readers.markdown import HEADING, fence_for
 
 EDGE_LINES = 2  # lines at each end of a page where running headers, footers and page numbers sit
@@ -311,3 +314,24 @@ def pdf_to_markdown(data: bytes) -> tuple[str, str]:
     if not title and page_headings and page_headings[0]:
         title = max(page_headings[0], key=lambda heading: page_headings[0][heading])
     return re.sub(r"\n{3,}", "\n\n", text).strip(), title
+
+
+def read_pdf(file: SourceFile, data: bytes) -> Document | Skipped:
+    """A `Reader.read` for PDF: `pdf_to_markdown`, or why the file cannot be read."""
+    try:
+        import pypdf  # noqa: F401
+    except ImportError:
+        return Skipped(file.source, "pypdf not installed (pip install pypdf to read PDFs)")
+    logging.getLogger("pypdf").setLevel(logging.ERROR)  # its warnings lack the file name; the skip says why
+    try:
+        text, title = pdf_to_markdown(data)
+    except Exception as err:  # pypdf raises many types on malformed files
+        return Skipped(file.source, f"PDF failed to parse: {type(err).__name__}: {err}"[:200])
+    if not text:
+        return Skipped(file.source, "PDF has no extractable text (scanned images?)")
+    return Document(file.source, text, title or Path(file.source).stem, markdown=True)
+
+
+# 1: running headers, footers and page numbers dropped, headings found by type size; 2: paragraphs
+# found by their spacing, monospace lines fenced as code
+READER = register(Reader("pdf", (".pdf",), 2, read_pdf))
