@@ -7,6 +7,7 @@ format is one new module plus its import line in `registry.py`.
 
 from __future__ import annotations
 
+import bisect
 import codecs
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,6 +40,17 @@ class Document:
     title: str
     markdown: bool
     pages: tuple[int, ...] = ()
+
+    def page_span(self, start: int, end: int) -> tuple[int, int] | None:
+        """(first page, last page), 1-based, of text[start:end]; None for a format without pages.
+        A page with no text starts where the next one does, and is never the one named."""
+        if not self.pages:
+            return None
+
+        def page(offset: int) -> int:
+            return max(bisect.bisect_right(self.pages, offset), 1)
+
+        return page(start), page(max(end - 1, start))
 
 
 @dataclass(frozen=True)
