@@ -71,7 +71,8 @@ def chunk_text(text: str, tokenizer, settings: ChunkSettings = ChunkSettings(), 
     fence lines come on top, a few tokens that the embedding's room for the heading path covers.
 
     Why on top and not within the size: the cuts stay where they were, so the chunks without a
-    cut code block keep their text."""
+    cut code block keep their text. Each chunk's `start` / `end` say where its own text lies in
+    `text`, which maps a PDF's chunk to its pages."""
     sections = split_sections(text) if markdown else [([], text)]
     chunks: list[Chunk] = []
     at = 0  # where the section's body lies in the text: sections are runs of its lines, in order
