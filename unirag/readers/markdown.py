@@ -117,7 +117,8 @@ def split_sections(text: str) -> list[tuple[list[tuple[int, str]], str]]:
 
 
 # ---------------------------------------------------------------------- reading text formats
-def text_reader(convert: Callable[[str, SourceFile], tuple[str, str]]) -> Callable[[SourceFile, bytes], Document | Skipped]:
+def text_reader(convert: Callable[[str, SourceFile], tuple[str, str]]
+                ) -> Callable[[SourceFile, bytes], Document | Skipped]:
     """A `Reader.read` for a text format: the bytes decoded (`decode`), turned into Markdown by
     `convert(text, file) -> (markdown, title or "")` (which may raise `Unreadable`), and the title,
     when it gives none, the text's first top-level heading, else the file's name."""

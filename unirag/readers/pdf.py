@@ -13,10 +13,13 @@ as it comes:
 So:
 - a line at a page's top or bottom (its first or last EDGE_LINES lines) that recurs there on
   many pages (digits ignored: "Page 3" and "Page 4" are the same line) is furniture, as is a
-  page number alone at an edge; both are dropped;
+  page number alone at an edge, and a first or last line opening or ending with a page number
+  that recurs on a page up to two away (a chapter's running header); all are dropped;
 - a paragraph cut by the page break is joined again (the page ends without closing punctuation
   and the next begins in lower case), as is a listing (code, below) the page break cut;
-- a word hyphenated at a line's end between two lower-case letters is joined;
+- a word hyphenated at a line's end between two lower-case letters is joined, unless the
+  document's own words say it is a hyphenated compound (`_unbroken`);
+- a ligature (U+FB00-FB06: "ﬁ") is read as its letters ("fi");
 - a line set in type larger than the body text's (the size most of the characters are set in) is
   a heading, at a level given by its size among the headings' sizes. Sentences set large (ending
   in punctuation) are not headings, nor are three or more lines in a row set in one larger size
@@ -29,6 +32,7 @@ So:
 - lines set wholly in a monospace font (Courier, TeX's typewriter type, any "Mono") are code,
   fenced as a Markdown code block: a listing is then quoted line by line, not glued to the
   sentence that introduces it.
+The text records where each page starts (`Document.pages`), so that a chunk can name its pages.
 Only what pypdf reports is used (its text, and each piece's position, font and size): no column
 detection, no OCR (a scanned PDF has no text to read).
 """
@@ -100,8 +104,8 @@ def _page(page) -> tuple[list[str], list[tuple[float, str]], list[tuple[float | 
     def visit(text, cm, tm, font, size):
         # the size on the page: the font size scaled by the text and current matrices
         scale = math.hypot(tm[2], tm[3]) * math.hypot(cm[2], cm[3])
-        placed.append((round(float(size or 0) * scale, 1), text.translate(_LIGATURES), float(tm[4] * cm[1] + tm[5] * cm[3] + cm[5]),
-                       _monospace(font)))
+        placed.append((round(float(size or 0) * scale, 1), text.translate(_LIGATURES),
+                       float(tm[4] * cm[1] + tm[5] * cm[3] + cm[5]), _monospace(font)))
 
     text = (page.extract_text(visitor_text=visit) or "").translate(_LIGATURES)
     lines = [line.rstrip() for line in text.split("\n")]
