@@ -60,7 +60,7 @@ def baseline_reader(revision: str) -> Reader:
 
 
 def unirag_reader(html: str) -> str:
-    from unirag.readers.registry import html_to_markdown
+    from unirag.readers.html import html_to_markdown
 
     return html_to_markdown(html)[0]
 

@@ -244,3 +244,17 @@ def test_postprocessors_run_the_ask_flows_rerank_and_evidence(tiny, monkeypatch)
     assert UniEvidence(tiny).postprocess_nodes([], query_str="Where did the cat sit?") == []
     with pytest.raises(ValueError, match="needs the query"):
         UniEvidence(tiny).postprocess_nodes(nodes)
+
+
+def test_evidence_nodes_of_a_pdf_name_their_pages(tiny):
+    """A node from a PDF chunk (its `page_start` / `page_end` in the metadata, as unirag's
+    collections store them) keeps them, and gains "pages" as a citation reads them."""
+    from llama_index.core.schema import NodeWithScore, TextNode
+
+    from unirag.integrations.llama_index import UniEvidence
+
+    meta = {"source": "guide.pdf", "page_start": 12, "page_end": 13}
+    nodes = [NodeWithScore(node=TextNode(text="The cat sat on the mat. It was red.", metadata=meta, id_="0"),
+                           score=1.0)]
+    kept = UniEvidence(tiny, max_words=8).postprocess_nodes(nodes, query_str="Where did the cat sit?")
+    assert [n.node.metadata for n in kept] == [{**meta, "pages": "pp. 12-13"}]

@@ -7,18 +7,20 @@ import pytest
 pytest.importorskip("pypdf")
 
 from unirag.retrieval.chunking import ChunkSettings, chunk_text  # noqa: E402
-from unirag.readers.pdf import _monospace, pdf_to_markdown  # noqa: E402
+from unirag.readers.pdf import _HYPHEN_BREAK, _monospace, _rewrite, _unbroken, pdf_to_markdown  # noqa: E402
 from unirag.readers.registry import SourceFile, parse  # noqa: E402
 
 BODY = 11
 
 
-def make_pdf(pages: list[list[tuple]], title: str = "") -> bytes:
+def make_pdf(pages: list[list[tuple]], title: str = "", differences: str = "") -> bytes:
     """A PDF whose pages hold these (font size, text) lines, top to bottom (ASCII text), in
     Helvetica, or in Courier where a line is (font size, text, MONO). A line of size 0 is an
-    empty line's space (a body line's)."""
+    empty line's space (a body line's). `differences`: glyph names for Helvetica's codes from 128
+    on ("/fi /fl"), which a line's text then writes as chr(128), chr(129), ..."""
+    encoding = f" /Encoding << /Type /Encoding /Differences [128 {differences}] >>" if differences else ""
     objects = ["<< /Type /Catalog /Pages 2 0 R >>", "",
-               "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+               f"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica{encoding} >>",
                "<< /Type /Font /Subtype /Type1 /BaseFont /Courier >>"]
     kids = []
     for lines in pages:
@@ -180,3 +182,73 @@ def test_a_listing_the_page_break_cut_stays_one_code_block():
     text, _ = pdf_to_markdown(make_pdf([[*body("The dump:"), *code("0000 4d 49", "0010 74 65")],
                                         [*code("0020 00 05"), *body("That is all.")]]))
     assert text == "The dump:\n\n```\n0000 4d 49\n0010 74 65\n0020 00 05\n```\n\nThat is all."
+
+
+@pytest.mark.parametrize("text, expected", [
+    # joined where the document has the joined word elsewhere, whatever its parts
+    ("a docu-\nment and a document", "a document and a document"),
+    ("the sans-\nserif type", "the sansserif type"),
+    # kept a compound where the document has the hyphenated word (and not the joined one)
+    ("set in sans-\nserif; sans-serif type", "set in sans-serif; sans-serif type"),
+    # ... or both parts as words of their own, four letters or more
+    ("a space-\nseparated list: each space is separated", "a space-separated list: each space is separated"),
+    # a typesetter's break at a syllable, or parts too short to tell, is joined
+    ("the configura-\ntion file", "the configuration file"),
+    ("who-\never asks who ever", "whoever asks who ever"),
+    # only a break between lower-case letters: a hyphen before a capital, or in a line, stays
+    ("self-\nTests and well-known", "self-\nTests and well-known"),
+])
+def test_a_word_hyphenated_at_a_line_end(text, expected):
+    assert _HYPHEN_BREAK.sub(_unbroken(text), text) == expected
+
+
+@pytest.mark.parametrize("text, offsets, expected_text, expected_offsets", [
+    ("ab-\ncd ef", [0, 3, 4, 7], "abcd ef", [0, 2, 2, 5]),  # inside the match: to the replacement's end
+    ("x\n\n\n\ny", [0, 1, 5], "x\n\ny", [0, 1, 3]),
+    ("no match", [0, 3, 8], "no match", [0, 3, 8]),
+])
+def test_rewriting_the_text_moves_the_page_offsets_with_it(text, offsets, expected_text, expected_offsets):
+    import re
+
+    pattern = re.compile(r"-\n|\n{3,}")
+    assert _rewrite(text, offsets, pattern, lambda m: "" if m.group() == "-\n" else "\n\n") == (
+        expected_text, expected_offsets)
+
+
+def test_ligatures_are_read_as_their_letters():
+    pages = [body("The \x80rst \x81ag of the \x82ce \x83ce:", "a di\x83cult \x85le, ba\x84ed.")]
+    text, _ = pdf_to_markdown(make_pdf(pages, differences="/fi /fl /ff /ffi /ffl /fi"))
+    assert text == "The first flag of the ffce ffice:\na difficult file, baffled."
+
+
+def test_running_headers_that_alternate_on_left_and_right_pages_are_dropped():
+    """A book set two-sided: "12 CHAPTER 2. NAME" on the left pages, "2.1. SECTION 13" on the
+    right ones, so that the page before and after have the other one."""
+    words = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta")
+    pages = [[(9, f"{n} CHAPTER 2. THE PAGE" if n % 2 == 0 else f"2.1. THE SHAPE {n}"),
+              *body(f"The {word} page opens.", f"It closes on {word}.")] for n, word in zip(range(10, 16), words)]
+    text, _ = pdf_to_markdown(make_pdf(pages))
+    assert "CHAPTER" not in text and "SHAPE" not in text
+    assert all(f"The {word} page opens." in text for word in words)
+
+
+def test_each_page_starts_at_its_offset_in_the_text_and_a_chunk_names_its_pages(tiny):
+    pages = [[*body(f"Page {n} says {word}.", f"More about {word} here.")] for n, word in
+             enumerate(("apples", "pears", "plums"), 1)] + [[]] + [body("Page five says figs.")]
+    doc = parse(SourceFile(Path("f.pdf"), "f.pdf", "pdf"), make_pdf(pages))
+    assert len(doc.pages) == 5 and doc.pages[0] == 0
+    for n, page in ((1, "Page 1"), (2, "Page 2"), (3, "Page 3"), (5, "Page five")):
+        at = doc.text.index(page)
+        assert doc.page_span(at, at + 5) == (n, n)
+    assert doc.pages[3] == doc.pages[4]  # the empty fourth page starts where the fifth does
+    assert doc.page_span(doc.text.index("apples"), doc.text.index("plums")) == (1, 3)
+    chunks = chunk_text(doc.text, tiny.tokenizer, ChunkSettings(chunk_size=16, overlap=0))
+    assert [doc.page_span(c.start, c.end) for c in chunks][0][0] == 1
+    assert [doc.page_span(c.start, c.end) for c in chunks][-1] == (5, 5)
+    assert all(doc.text[c.start:c.end] == c.text for c in chunks)
+
+
+def test_a_document_without_pages_has_no_page_span():
+    from unirag.readers.base import Document
+
+    assert Document("a.md", "text", "a", True).page_span(0, 4) is None

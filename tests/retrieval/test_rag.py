@@ -28,7 +28,9 @@ from unirag.retrieval.ingest import PAUSE_ENV
 from unirag.retrieval.ingest import ingest as run_ingest
 from unirag.answer.generate import answer, build_prompt, citations, fit
 from unirag.retrieval.search import retrieve as run_retrieve
-from unirag.readers.registry import Skipped, SourceFile, html_to_markdown, parse, read_bytes, rst_to_markdown, walk
+from unirag.readers.html import html_to_markdown
+from unirag.readers.registry import Skipped, SourceFile, parse, read_bytes, walk
+from unirag.readers.rst import rst_to_markdown
 
 REPO = Path(__file__).resolve().parents[2]
 SMALL = ChunkSettings(chunk_size=32, overlap=8)
@@ -281,7 +283,8 @@ def test_html_without_main_or_article_falls_back_to_the_body():
 
 
 def test_front_matter_gives_the_page_its_title_and_lede():
-    from unirag.readers.registry import SourceFile, front_matter, read_front_matter
+    from unirag.readers.markdown import front_matter, read_front_matter
+    from unirag.readers.registry import SourceFile
 
     page = ('---\ntitle: "npm-ci"\nsection: 1\ntags:\n  - install\nnotes: >-\n  folded\naliases: [ic, ci]\n'
             'description: Clean install a project\n---\n\n### Synopsis\n\nnpm ci\n\n### Description\n\nText.')
@@ -633,7 +636,7 @@ def test_chroma_server_over_http(tiny_model_dir, tmp_path):
 
 
 def test_markdown_comments_are_dropped_outside_code():
-    from unirag.readers.registry import strip_markdown_comments
+    from unirag.readers.markdown import strip_markdown_comments
 
     text = ("# T\n\n<!-- Do not remove or links may break.\n-->\nText one.\n\n```html\n<!-- kept -->\n\n\nx\n```\n\n"
             "More <!-- x --> here.")
@@ -642,7 +645,7 @@ def test_markdown_comments_are_dropped_outside_code():
 
 
 def test_markdown_footnote_marks_are_dropped_outside_code_and_notes_kept():
-    from unirag.readers.registry import markdown_prose
+    from unirag.readers.markdown import markdown_prose
 
     text = ("It uses SipHash for hash tables[^siphash]<!-- ignore -->. Done [^1], then more.\n\n"
             "Match with `[^abc]`.\n\n```\nlet x = v[^1];\n```\n\n[^siphash]: See the SipHash paper.\n[^1]: The note.\n")

@@ -296,6 +296,15 @@ def _as_hits(nodes: Sequence[NodeWithScore]) -> list:
                 str(n.node.metadata.get("heading", "")), dict(n.node.metadata)) for n in nodes]
 
 
+def _with_pages(metadata: dict) -> dict:
+    """A node's metadata, with a PDF chunk's pages as a citation reads them ("pages": "pp. 12-13",
+    from its `page_start` / `page_end`), which LlamaIndex shows the LLM and the user with its text."""
+    from unirag.retrieval.search import pages_label
+
+    pages = pages_label(metadata)
+    return {**metadata, "pages": pages} if pages else dict(metadata)
+
+
 def _query(query_bundle: Optional[QueryBundle]) -> str:
     if query_bundle is None or not query_bundle.query_str.strip():
         raise ValueError("this postprocessor needs the query: call it with query_bundle or query_str")
@@ -360,6 +369,6 @@ class UniEvidence(_OnModel):
         out = []
         for i, hit in enumerate(focused):  # each hit carries its node's id and metadata (`_as_hits`)
             if i in best:
-                node = TextNode(text=hit.text, metadata=dict(hit.metadata), id_=hit.id)
+                node = TextNode(text=hit.text, metadata=_with_pages(hit.metadata), id_=hit.id)
                 out.append(NodeWithScore(node=node, score=best[i]))
         return out

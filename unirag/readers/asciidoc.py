@@ -29,7 +29,9 @@ from __future__ import annotations
 import re
 import textwrap
 
-from unirag.readers.markdown import fence_for
+from unirag.readers import includes
+from unirag.readers.base import Reader, register
+from unirag.readers.markdown import fence_for, text_reader
 
 _SECTION = re.compile(r"^(={1,6})[ \t]+(\S.*?)(?:[ \t]+=+)?[ \t]*$")
 _UNDERLINES = {"=": 1, "-": 2, "~": 3, "^": 4, "+": 5}
@@ -224,3 +226,8 @@ def _link_text(match: re.Match) -> str:
     whole, text = match.group(0), match.group(1)
     target = whole[:whole.index("[")]
     return text or (target.split(":", 1)[1] if target.startswith(("link:", "xref:")) else target)
+
+
+READER = register(Reader("asciidoc", (".adoc", ".asciidoc"), 0,
+                         text_reader(lambda text, file: (asciidoc_to_markdown(text), "")),
+                         expand=includes.expand_asciidoc, include_marker=b"include::"))

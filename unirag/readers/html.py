@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 from typing import NamedTuple
 
-from unirag.readers.markdown import fence_for
+from unirag.readers.base import Reader, SourceFile, decode, register
+from unirag.readers.markdown import fence_for, text_reader
 
 _BLOCKS = {"p", "div", "br", "li", "tr", "section", "article", "header", "footer", "main", "pre",
            "table", "ul", "ol", "blockquote", "hr", "dt", "dd", "nav", "aside", "figure"}
@@ -575,3 +576,22 @@ def html_to_markdown(html: str) -> tuple[str, str]:
         else:
             out.text(event.data)
     return out.result(), parser.title
+
+
+def _not_a_page(file: SourceFile, data: bytes) -> str | None:
+    """A page that asks not to be indexed (only its head is decoded: this is asked of every file)."""
+    return NOINDEX_REASON if asks_not_to_be_indexed(decode(page_head(data))[0] or "") else None
+
+
+# 1: the main content only (navigation, sidebars, header/footer and permalinks dropped);
+# 3: sequential navigation and the page's own table of contents dropped too, which DocBook and
+# Texinfo pages mark without landmarks, listings side by side in one block on lines of their own,
+# and code holding ``` anywhere fenced with ~~~ (`webpage.py`; 2 was the no-index pages' number);
+# 4: footnote marks and their links back dropped; 5: a footnote's own number label too;
+# 6: indexes and long tables of contents dropped anywhere on the page, a row opening with a
+# "#" cell kept from reading as a heading; 7: any line of text opening with "#" kept so (escaped)
+# 8: a list item's paragraph on its bullet's line, a menu and a lead table of contents dropped;
+# 9: a definition's text after the definitions nested in it comes after its term again; 10: a
+# tooltip's "ⓘ" (rustdoc) dropped as a mark
+READER = register(Reader("html", (".html", ".htm"), 10, text_reader(lambda text, file: html_to_markdown(text)),
+                         skip=_not_a_page))

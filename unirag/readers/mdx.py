@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import re
 
-from unirag.readers.markdown import FENCE
+from unirag.readers.base import Reader, register
+from unirag.readers.markdown import FENCE, markdown_prose, read_front_matter, text_reader
 
 _ESM = re.compile(r"^(?:import|export)\s")
 _ATTRIBUTES = r"(?:\s+(?:[^<>{}\"']|\"[^\"]*\"|'[^']*'|\{[^{}]*\})*)?"
@@ -66,3 +67,13 @@ def _prose(lines: list[str]) -> list[str]:
         if line.strip() or (out and out[-1].strip()):  # one blank line where dropped lines leave several
             out.append(line)
     return out
+
+
+def _read(text: str, file) -> tuple[str, str]:
+    """The front matter first: its fields are no module statements or tags."""
+    text, title = read_front_matter(text)
+    return markdown_prose(mdx_to_markdown(text)), title
+
+
+# 1: footnote marks dropped (`strip_footnote_marks`)
+READER = register(Reader("mdx", (".mdx",), 1, text_reader(_read)))

@@ -26,7 +26,8 @@ from __future__ import annotations
 import re
 
 from unirag.readers import rst
-from unirag.readers.markdown import FENCE
+from unirag.readers.base import Reader, register
+from unirag.readers.markdown import FENCE, markdown_prose, read_front_matter, text_reader
 
 # a directive's opening fence: ```{name} argument, ~~~{name}, or :::{name} (the colon fence)
 _OPEN = re.compile(r"^([ \t]*)(`{3,}|~{3,}|:{3,})\{([\w:.+-]+)\}[ \t]*(.*?)[ \t]*$")
@@ -165,3 +166,12 @@ def _directive(name: str, argument: str, body: list[str], depth: int) -> list[st
         return ["", argument, "", *_read(body, depth), ""] if argument else ["", *_read(body, depth), ""]
     # an object description (```{py:function} name(args)```): its signature, then what it says
     return ["", *([f"`{argument}`"] if argument else []), "", *_read(body, depth), ""]
+
+
+# 4: a Markdown file written in MyST, its directives, roles, targets and comments read as the page
+# shows them (a number of its own, after markdown's 3, so that plain Markdown files keep their
+# reading and MyST ones, which were read as plain Markdown, are read again); 5: a tab's title
+# shown; 6: a tab's or card's title as the label of its first paragraph ("MacOS: ...").
+READER = register(Reader("myst", (), 6,
+                         text_reader(lambda text, file: read_front_matter(markdown_prose(myst_to_markdown(text)))),
+                         sniff=looks_like_myst, claims=("markdown",)))

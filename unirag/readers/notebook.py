@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import json
 
-from unirag.readers.markdown import fence_for
+from unirag.readers.base import Reader, Unreadable, register
+from unirag.readers.markdown import fence_for, markdown_prose, text_reader
 
 MAX_OUTPUT_LINES = 20
 
@@ -76,3 +77,14 @@ def notebook_to_markdown(text: str) -> str:
                 if shown.strip():
                     blocks.append(_fenced(shown))
     return "\n\n".join(blocks)
+
+
+def _read(text: str, file) -> tuple[str, str]:
+    try:
+        return markdown_prose(notebook_to_markdown(text)), ""
+    except NotANotebook as err:
+        raise Unreadable(f"notebook {err}") from None
+
+
+# 1: footnote marks dropped (`strip_footnote_marks`)
+READER = register(Reader("notebook", (".ipynb",), 1, text_reader(_read)))

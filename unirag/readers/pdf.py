@@ -13,10 +13,13 @@ as it comes:
 So:
 - a line at a page's top or bottom (its first or last EDGE_LINES lines) that recurs there on
   many pages (digits ignored: "Page 3" and "Page 4" are the same line) is furniture, as is a
-  page number alone at an edge; both are dropped;
+  page number alone at an edge, and a first or last line opening or ending with a page number
+  that recurs on a page up to two away (a chapter's running header); all are dropped;
 - a paragraph cut by the page break is joined again (the page ends without closing punctuation
   and the next begins in lower case), as is a listing (code, below) the page break cut;
-- a word hyphenated at a line's end between two lower-case letters is joined;
+- a word hyphenated at a line's end between two lower-case letters is joined, unless the
+  document's own words say it is a hyphenated compound (`_unbroken`);
+- a ligature (U+FB00-FB06: "ﬁ") is read as its letters ("fi");
 - a line set in type larger than the body text's (the size most of the characters are set in) is
   a heading, at a level given by its size among the headings' sizes. Sentences set large (ending
   in punctuation) are not headings, nor are three or more lines in a row set in one larger size
@@ -29,6 +32,7 @@ So:
 - lines set wholly in a monospace font (Courier, TeX's typewriter type, any "Mono") are code,
   fenced as a Markdown code block: a listing is then quoted line by line, not glued to the
   sentence that introduces it.
+The text records where each page starts (`Document.pages`), so that a chunk can name its pages.
 Only what pypdf reports is used (its text, and each piece's position, font and size): no column
 detection, no OCR (a scanned PDF has no text to read).
 """
@@ -36,10 +40,14 @@ detection, no OCR (a scanned PDF has no text to read).
 from __future__ import annotations
 
 import io
+import logging
 import math
 import re
+import unicodedata
 from collections import Counter
+from pathlib import Path
 
+from unirag.readers.base import Document, Reader, Skipped, SourceFile, register
 from unirag.readers.markdown import HEADING, fence_for
 
 EDGE_LINES = 2  # lines at each end of a page where running headers, footers and page numbers sit
@@ -60,7 +68,13 @@ _DOT_LEADER = re.compile(r"(?:\.\s?){4,}")
 _EDGE_NUMBER = re.compile(r"^\d+\s|\s\d+$")
 _TOC_ENTRY = re.compile(rf"{_DOT_LEADER.pattern}\s*{_NUMBER}\s*$", re.IGNORECASE)
 _ENDS_SENTENCE = re.compile(r"[.!:;,]$")  # a heading may ask ("What is this spec?")
-_HYPHEN_BREAK = re.compile(r"(?<=[a-z])-\n(?=[a-z])")
+# a word hyphenated at a line's end: its first part (ending in a lower-case letter) and its second
+_HYPHEN_BREAK = re.compile(r"([A-Za-z]*[a-z])-\n([a-z]+)")
+_WORD = re.compile(r"[A-Za-z]+(?:-[A-Za-z]+)*")
+MIN_COMPOUND_PART = 4  # letters in each part of a hyphenated compound told by its parts (`_unbroken`)
+# the typographic ligatures (ﬀ ﬁ ﬂ ﬃ ﬄ ﬅ ﬆ) that TeX's fonts set as one glyph and pypdf returns as
+# one character: "ﬁle" is no "file" to BM25, nor to the tokenizer
+_LIGATURES = {code: unicodedata.normalize("NFKC", chr(code)) for code in range(0xFB00, 0xFB07)}
 # a document title that names no subject: the file it was made from ("Microsoft Word - notes.docx")
 _NO_TITLE = re.compile(r"^(?:microsoft \w+ - |untitled$)|\.(?:docx?|odt|rtf|tex|dvi|ps|pdf|indd|txt)$", re.IGNORECASE)
 
@@ -90,10 +104,10 @@ def _page(page) -> tuple[list[str], list[tuple[float, str]], list[tuple[float | 
     def visit(text, cm, tm, font, size):
         # the size on the page: the font size scaled by the text and current matrices
         scale = math.hypot(tm[2], tm[3]) * math.hypot(cm[2], cm[3])
-        placed.append((round(float(size or 0) * scale, 1), text, float(tm[4] * cm[1] + tm[5] * cm[3] + cm[5]),
-                       _monospace(font)))
+        placed.append((round(float(size or 0) * scale, 1), text.translate(_LIGATURES),
+                       float(tm[4] * cm[1] + tm[5] * cm[3] + cm[5]), _monospace(font)))
 
-    text = page.extract_text(visitor_text=visit) or ""
+    text = (page.extract_text(visitor_text=visit) or "").translate(_LIGATURES)
     lines = [line.rstrip() for line in text.split("\n")]
     pieces = [(size, piece) for size, piece, _, _ in placed]
     if "".join(piece for _, piece in pieces) != text:
@@ -170,7 +184,7 @@ def _furniture(pages: list[list[str]]) -> set[str]:
 def _running_line(lines: list[str], neighbours: list[list[str]], end: int) -> bool:
     """Whether the page's first (end=0) or last (end=-1) line is a running header or footer that
     changes with the chapter ("Chapter 4: Function reference 9"): it starts or ends with a page
-    number, and the same line, digits aside, is at that end of the page before or after."""
+    number, and the same line, digits aside, is at that end of a page near it (`neighbours`)."""
     if not lines or not _EDGE_NUMBER.search(lines[end].strip()):
         return False
     key = _furniture_key(lines[end])
@@ -182,7 +196,9 @@ def _strip_edges(pages: list[list[str]]) -> list[tuple[int, int]]:
     furniture = _furniture(pages)
     out = []
     for i, lines in enumerate(pages):
-        neighbours = pages[max(i - 1, 0):i] + pages[i + 1:i + 2]
+        # two pages either side: a book set two-sided alternates its headers ("28 CHAPTER 3. THE
+        # PAGE" on the left pages, "3.2. THE SPREAD 29" on the right ones)
+        neighbours = pages[max(i - 2, 0):i] + pages[i + 1:i + 3]
 
         def is_furniture(line: str) -> bool:
             return _furniture_key(line) in furniture or bool(_PAGE_NUMBER.match(line.strip()))
@@ -271,9 +287,15 @@ def _own_title(reader) -> str:
 
 
 def pdf_to_markdown(data: bytes) -> tuple[str, str]:
+    """(the PDF's text as Markdown, its title): `read_pdf_pages` without the pages."""
+    text, title, _ = read_pdf_pages(data)
+    return text, title
+
+
+def read_pdf_pages(data: bytes) -> tuple[str, str, tuple[int, ...]]:
     """(the PDF's text as Markdown, its title: the document's own unless that only names a file,
-    else its largest heading on the first page, else ""). Raises what pypdf raises on a
-    malformed file."""
+    else its largest heading on the first page, else "", and where each page starts in the text:
+    `Document.pages`). Raises what pypdf raises on a malformed file."""
     from pypdf import PdfReader
 
     reader = PdfReader(io.BytesIO(data))
@@ -292,22 +314,99 @@ def pdf_to_markdown(data: bytes) -> tuple[str, str]:
         pages = [lines[top:bottom] for lines, (top, bottom) in zip(pages, edges)]
         layouts = [layout[top:bottom] for layout, (top, bottom) in zip(layouts, edges)]
     spacing = line_spacing(layouts)
-    text = ""
+    text, starts, empty = "", [], 0
     for lines, layout, headings in zip(pages, layouts, page_headings):
         page = "\n".join(_as_markdown(lines, headings, levels, layout, spacing)).strip()
         if not page:
+            empty += 1  # a page without text starts where the next one does
             continue
         # a listing the page break cut goes on in the same code block (a page's text never ends
         # in an opening fence nor starts with a closing one)
         fence = text[-3:]
         if fence in ("```", "~~~") and page.startswith(fence + "\n"):
-            text = text[:-3].rstrip("\n") + "\n" + page[4:]
+            text = text[:-3].rstrip("\n") + "\n"
+            starts += [len(text)] * (empty + 1)
+            text, empty = text + page[4:], 0
             continue
         # a paragraph the page break cut goes on in the same paragraph
         runs_on = text and not re.search(r"[.!?:]\W*$", text) and page[0].islower()
-        text += ("\n" if runs_on else "\n\n") * bool(text) + page
-    text = _HYPHEN_BREAK.sub("", text)
+        text += ("\n" if runs_on else "\n\n") * bool(text)
+        starts += [len(text)] * (empty + 1)
+        text, empty = text + page, 0
+    starts += [len(text)] * empty
+    text, starts = _rewrite(text, starts, _HYPHEN_BREAK, _unbroken(text))
+    text, starts = _rewrite(text, starts, re.compile(r"\n{3,}"), lambda match: "\n\n")
     title = _own_title(reader)
     if not title and page_headings and page_headings[0]:
         title = max(page_headings[0], key=lambda heading: page_headings[0][heading])
-    return re.sub(r"\n{3,}", "\n\n", text).strip(), title
+    stripped = text.strip()
+    lead = len(text) - len(text.lstrip())
+    return stripped, title, tuple(min(max(start - lead, 0), len(stripped)) for start in starts)
+
+
+def _unbroken(text: str):
+    """The rule for a word hyphenated at a line's end (`_HYPHEN_BREAK`), from the document's own
+    words: joined ("docu-\nment" -> "document") when the document has the joined word elsewhere;
+    kept a compound ("sans-\nserif" -> "sans-serif") when it has the hyphenated one elsewhere, or
+    both parts as words of their own of MIN_COMPOUND_PART letters or more ("space-\nseparated");
+    joined otherwise (most such breaks are the typesetter's, at a syllable: "configura-\ntion").
+
+    On the 16 PDF guides of the dev set: 640 breaks had their joined word elsewhere, 21 only their
+    hyphenated one (all compounds: "sans-serif", "platform-specific"), 173 neither; of those, 6
+    had both parts as words of four letters or more, compounds all ("tabular-environment",
+    "counter-example"), where three-letter parts let in joins ("who-ever", "gentle-man")."""
+    words = Counter(word.lower() for word in _WORD.findall(_HYPHEN_BREAK.sub(" ", text)))
+
+    def unbroken(match: re.Match) -> str:
+        first, second = match.group(1), match.group(2)
+        joined, compound = (first + second).lower(), f"{first}-{second}".lower()
+        if words[joined]:
+            return first + second
+        parts = (first.lower(), second.lower())
+        if words[compound] or all(len(part) >= MIN_COMPOUND_PART and words[part] for part in parts):
+            return f"{first}-{second}"
+        return first + second
+
+    return unbroken
+
+
+def _rewrite(text: str, offsets: list[int], pattern: re.Pattern, replace) -> tuple[str, list[int]]:
+    """`pattern.sub(replace, text)`, and the offsets (into text) moved to where the same places are
+    in the new text; an offset inside a replaced match moves to the replacement's end."""
+    out, pos, shift, moved, k = [], 0, 0, [], 0
+    for match in pattern.finditer(text):
+        new = replace(match)
+        while k < len(offsets) and offsets[k] <= match.start():
+            moved.append(offsets[k] + shift)
+            k += 1
+        while k < len(offsets) and offsets[k] < match.end():
+            moved.append(match.start() + shift + len(new))
+            k += 1
+        out += [text[pos:match.start()], new]
+        pos = match.end()
+        shift += len(new) - (match.end() - match.start())
+    moved += [offset + shift for offset in offsets[k:]]
+    return "".join(out + [text[pos:]]), moved
+
+
+def read_pdf(file: SourceFile, data: bytes) -> Document | Skipped:
+    """A `Reader.read` for PDF: `pdf_to_markdown`, or why the file cannot be read."""
+    try:
+        import pypdf  # noqa: F401
+    except ImportError:
+        return Skipped(file.source, "pypdf not installed (pip install pypdf to read PDFs)")
+    logging.getLogger("pypdf").setLevel(logging.ERROR)  # its warnings lack the file name; the skip says why
+    try:
+        text, title, pages = read_pdf_pages(data)
+    except Exception as err:  # pypdf raises many types on malformed files
+        return Skipped(file.source, f"PDF failed to parse: {type(err).__name__}: {err}"[:200])
+    if not text:
+        return Skipped(file.source, "PDF has no extractable text (scanned images?)")
+    return Document(file.source, text, title or Path(file.source).stem, markdown=True, pages=pages)
+
+
+# 1: running headers, footers and page numbers dropped, headings found by type size; 2: paragraphs
+# found by their spacing, monospace lines fenced as code; 3: ligatures read as their letters, a
+# hyphenated compound broken at a line's end kept whole (`_unbroken`), and each chunk's pages
+# recorded (so chunks stored before pages were are read again)
+READER = register(Reader("pdf", (".pdf",), 3, read_pdf))

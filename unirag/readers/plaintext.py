@@ -24,7 +24,11 @@ from __future__ import annotations
 
 import re
 
-from unirag.readers.markdown import HEADING
+from pathlib import Path
+
+from unirag.readers import includes
+from unirag.readers.base import Reader, register
+from unirag.readers.markdown import HEADING, text_reader
 
 MAX_TITLE_WORDS = 10
 _UNDERLINE = re.compile(r"[ \t]*(=+|-+)[ \t]*")
@@ -147,3 +151,9 @@ def _dedented(paragraph: list[str]) -> list[str]:
 def _escaped(line: str) -> str:
     """A line Markdown would read as a heading, escaped (`sentences.plain` drops the escape)."""
     return "\\" + line.lstrip() if HEADING.match(line) else line
+
+
+# 1: title lines read as headings, prose paragraphs unindented; the file's name stays its title
+READER = register(Reader("text", (".txt",), 1,
+                         text_reader(lambda text, file: (text_to_markdown(text), Path(file.source).stem)),
+                         expand=includes.expand, include_marker=b"include::"))

@@ -34,6 +34,10 @@ from __future__ import annotations
 import re
 import textwrap
 
+from unirag.readers import includes
+from unirag.readers.base import Reader, register
+from unirag.readers.markdown import text_reader
+
 _ADORN = re.compile(r"^([=\-~^\"'`#*+<>:._])\1+\s*$")
 _DIRECTIVE = re.compile(r"^\.\.\s+([\w:.+-]+)::(?:\s+(.*))?$")
 # a list item that is a directive ("*   .. autoclass:: Choice"), as Click's docs list their types
@@ -373,3 +377,15 @@ def looks_like_rst(text: str) -> bool:
     """Whether a .txt file is written in RST (Sphinx's include fragments and older Sphinx sources
     are .txt): it has a directive, a role or a double-backquoted literal."""
     return bool(_RST_SIGNS.search(text))
+
+
+# 1: directives, literal blocks, roles and links read (`rst.py`), not only section titles; a .txt
+# file written in RST (Sphinx's include fragments, older Sphinx sources) is read as one (`claims`);
+# 2: include directives read in place (`includes.py`); 3: a role's "<...>" read as its target only
+# after a space (":ref:`title <target>`"), so ":genex:`$<TARGET_OBJECTS>`" keeps its text;
+# 4: a list-table's rows as table rows, a directive as a list item, sphinx-design's boxes, Click's
+# examples, one-word references, a note's literal block; 5: a tab's title shown (sphinx-tabs);
+# 6: a tab's or card's title as the label of its first paragraph
+READER = register(Reader("rst", (".rst",), 6, text_reader(lambda text, file: (rst_to_markdown(text), "")),
+                         sniff=looks_like_rst, claims=("text",), expand=includes.expand,
+                         include_marker=b"include::"))

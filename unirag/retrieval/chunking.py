@@ -59,6 +59,10 @@ class Chunk:
     heading: str  # "Title > Section > Sub", "" before the first heading
     index: int
     n_tokens: int
+    # where its text lies in the document's (start, end; the fences `_fenced` adds aside): what
+    # maps a PDF's chunk to its pages (`Document.pages`)
+    start: int = 0
+    end: int = 0
 
 
 def chunk_text(text: str, tokenizer, settings: ChunkSettings = ChunkSettings(), markdown: bool = True) -> list[Chunk]:
@@ -67,15 +71,19 @@ def chunk_text(text: str, tokenizer, settings: ChunkSettings = ChunkSettings(), 
     fence lines come on top, a few tokens that the embedding's room for the heading path covers.
 
     Why on top and not within the size: the cuts stay where they were, so the chunks without a
-    cut code block keep their text."""
+    cut code block keep their text. Each chunk's `start` / `end` say where its own text lies in
+    `text`, which maps a PDF's chunk to its pages."""
     sections = split_sections(text) if markdown else [([], text)]
     chunks: list[Chunk] = []
+    at = 0  # where the section's body lies in the text: sections are runs of its lines, in order
     for path, body in sections:
+        at = text.find(body, at)
         heading = " > ".join(title for _, title in path)
         blocks = code_blocks(body) if markdown else []
         for start, end, n_tokens in _windows(body, tokenizer, settings.chunk_size, settings.overlap):
             piece, n_tokens = _fenced(body, blocks, start, end, n_tokens, tokenizer)
-            chunks.append(Chunk(piece, heading, len(chunks), n_tokens))
+            chunks.append(Chunk(piece, heading, len(chunks), n_tokens, at + start, at + end))
+        at += len(body)
     return chunks
 
 

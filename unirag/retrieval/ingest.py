@@ -2,8 +2,9 @@
 
 The collection itself is the only state. Every chunk's metadata holds its file (`root`,
 `source`), the file's content hash and a `version` (hash of content + chunk settings), plus
-`chunk_index` / `n_chunks`. Chunk ids are derived from (root, source, version, index), so the
-same file always produces the same ids and upserting twice never duplicates.
+`chunk_index` / `n_chunks`, and a PDF's chunk its first and last page (`page_start`, `page_end`).
+Chunk ids are derived from (root, source, version, index), so the same file always produces the
+same ids and upserting twice never duplicates.
 
 Order of writes, per file: upsert all new chunks first, then delete that file's other ids.
 Whatever instant a run is killed at, the next run finds each file either complete at its
@@ -305,6 +306,10 @@ class _Run:
         self.pending = []
 
     def metadata(self, p: _Pending, chunk: Chunk, n: int, key: str) -> dict:
-        return {"root": self.root, "source": p.file.source, "title": p.doc.title, "heading": chunk.heading,
+        meta = {"root": self.root, "source": p.file.source, "title": p.doc.title, "heading": chunk.heading,
                 "chunk_index": chunk.index, "n_chunks": n, "n_tokens": chunk.n_tokens,
                 "content_hash": p.hash, "version": p.version, "model": self.model.name, "embed_key": key}
+        # a PDF's chunk names its pages, which its citations show (`search.Hit.label`)
+        if (pages := p.doc.page_span(chunk.start, chunk.end)) is not None:
+            meta["page_start"], meta["page_end"] = pages
+        return meta

@@ -33,7 +33,10 @@ class Hit:
 
     @property
     def label(self) -> str:
-        return f"{self.source} > {self.heading}" if self.heading else self.source
+        """What a citation names: the file, its pages when it has them ("guide.pdf pp. 12-13"), and
+        the heading path."""
+        where = " ".join(part for part in (self.source, pages_label(self.metadata)) if part)
+        return f"{where} > {self.heading}" if self.heading else where
 
     @property
     def first_line(self) -> str:
@@ -41,6 +44,16 @@ class Hit:
         lines = [ln.strip() for ln in self.text.splitlines() if ln.strip()]
         line = next((ln for ln in lines if not ln.startswith("#")), lines[0] if lines else "")
         return line if len(line) <= 100 else line[:99] + "…"
+
+
+def pages_label(metadata: dict) -> str:
+    """"p. 12" or "pp. 12-13" for a chunk whose metadata names its pages (a PDF's), else "" (other
+    formats, and collections ingested before chunks recorded their pages)."""
+    first, last = metadata.get("page_start"), metadata.get("page_end")
+    if not isinstance(first, int) or isinstance(first, bool):
+        return ""
+    last = last if isinstance(last, int) and not isinstance(last, bool) and last > first else first
+    return f"p. {first}" if last == first else f"pp. {first}-{last}"
 
 
 def retrieve(model, collection, question: str, top_k: int = 5, mode: str = "hybrid", rerank: int = 0,
