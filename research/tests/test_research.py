@@ -192,7 +192,7 @@ def test_selection_replay_fills_its_cache_once_and_answers_alike_from_it(tiny, t
     questions = [Question("How does a loop return a value?", ("loops.md",), ("break",))]
     cache = replay.load_cache(tmp_path / "set.json", tiny.name)
     cache["entries"][questions[0].question] = {"hits": [asdict(hit)], "unmentioned": [], "units": {}, "null": 0.0}
-    variants = answer_variants("extractive,both")
+    variants = answer_variants("default,extractive")
     first = replay.replay_set(tiny, questions, variants, cache, tmp_path / "set.json")
     assert (tmp_path / "set.json").exists()  # saved once the question was scored
 

@@ -197,7 +197,8 @@ def test_eval_rag_command_on_tiny_model(tiny_model_dir, tmp_path, monkeypatch):
     assert json.loads(out.read_text())["chunks"] == 3
     (docs / "new.md").unlink()
     answered = runner.invoke(eval_app, args + ["--answers", "1", "--answer-top-k", "2",
-                                                "--variants", "extractive,generated,chunks"])
+                                                "--variants", "extractive,generated,chunks",
+                                                "--max-new-tokens", "8"])
     assert answered.exit_code == 0, answered.output
     record = json.loads(out.read_text())
     scored = record["metrics"]["answers"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -193,6 +194,8 @@ def rag(
     answers: Annotated[int, typer.Option(min=0, help="Also answer the first N questions through the ask flow and "
                                          "score them (gold keys where the set has them, citations, time).")] = 0,
     answer_top_k: Annotated[int, typer.Option(min=1, help="Chunks shown for --answers (as `ask --top-k`).")] = 3,
+    max_new_tokens: Annotated[Optional[int], typer.Option(min=1, help="Longest generated answer, in tokens "
+                                                          "(default: each variant's own).")] = None,
     variants: Annotated[str, typer.Option(help="Answer variants to measure side by side, comma-separated: "
                                           "default, extractive, generated, both, chunks (generated from the whole "
                                           "chunks, no evidence selection; unirag/evaluation/rag.py).")] = "default",
@@ -224,6 +227,8 @@ def rag(
         questions = questions or folder / "rag" / "rust_book_dev.jsonl"
     items = load_questions(questions)
     chosen = answer_variants(variants)
+    if max_new_tokens is not None:
+        chosen = {label: replace(v, max_new_tokens=max_new_tokens) for label, v in chosen.items()}
     settings = ChunkSettings(chunk_size, chunk_overlap, embed_headings, context_words)
     files, _, _ = scan(docs)  # a missing or empty folder fails before the model loads
     sources = [f.source for f in files]
