@@ -57,8 +57,7 @@ def test_empty_collection_gives_a_clear_message(demo):
 def test_upload_then_answer_streams_with_sources(tiny, tmp_path):
     # quotes first, then a generated sentence: both parts stream into the chat
     rag = build_app(tiny, db=tmp_path / "db", upload_dir=tmp_path / "uploads", answer="both", **SMALL).unirag
-    rag.ask_settings = replace(rag.ask_settings, abstain_below=None,  # the tiny model's scores are noise
-                               abstain_answer_below=None, abstain_similarity_below=None)
+    rag.ask_settings = replace(rag.ask_settings, abstain=False)  # the tiny model's scores are noise
     seen = []
     lines = rag.add_files([str(write_doc(tmp_path / "in"))], "docs", progress=lambda f, desc: seen.append(f))
     assert lines == ["`zorblax.md`: **added** (1 chunk)"] and seen[-1] == 1.0

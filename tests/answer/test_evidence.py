@@ -101,9 +101,23 @@ def test_units_are_offsets_into_the_chunk_and_capped():
     assert not any(u.cut_before or u.cut_after for u in units)  # whole sentences and code lines
 
 
-def test_a_quote_of_a_long_sentences_piece_shows_where_it_goes_on(tiny):
+def ranked(chunks, first, budget):
+    """`choose` over the chunks' candidates ranked by a made-up likelihood: the units whose text
+    starts with each of `first` in that order, then the rest."""
+    from unirag.answer.evidence import candidates
+
+    cands = candidates(chunks)
+    likelihood = [0.0] * len(cands)
+    for rank, start in enumerate(first):
+        for i, c in enumerate(cands):
+            if c.text.startswith(start) and not likelihood[i]:
+                likelihood[i] = float(len(first) - rank)
+    return choose(chunks, cands, {"likelihood": likelihood}, 0.0, budget, ("likelihood",))
+
+
+def test_a_quote_of_a_long_sentences_piece_shows_where_it_goes_on():
     long = "Sockets " + " ".join(["send"] * 50) + " bytes."
-    ev = select(tiny, "How do sockets send bytes?", [Hit("a", 1.0, long, "a.md")], max_words=30, scorers=("rank",))
+    ev = ranked([Hit("a", 1.0, long, "a.md")], ["Sockets"], 30)
     first = ev.spans[0]
     assert first.cut_after and not first.cut_before
     assert quote(first).startswith("“Sockets send") and quote(first).endswith("send…” [1]")
@@ -117,25 +131,22 @@ def hits():
                                                                "fox.md", "")]
 
 
-@pytest.mark.parametrize("scorers", [("likelihood",), ("embedding",), ("answer",), ("lexical",), ("rank",),
-                                     SCORERS])
-def test_select_returns_spans_of_the_hits_within_the_budget(tiny, scorers):
-    ev = select(tiny, "How does a loop return a value?", hits(), max_words=12, scorers=scorers)
+def test_select_returns_spans_of_the_hits_within_the_budget(tiny):
+    ev = select(tiny, "How does a loop return a value?", hits(), max_words=12)
     assert ev.spans and ev.words <= 12 or len(ev.spans) == 1
     for span in ev.spans:
         assert hits()[span.hit].text[span.start:span.end] == span.text
-    assert [s.score for s in ev.spans] == sorted((s.score for s in ev.spans), reverse=True)
     assert isinstance(ev.relevance, float)
 
 
-def test_lexical_and_rank_pick_the_matching_sentence(tiny):
-    ev = select(tiny, "Which city is the capital of France?", hits(), max_words=6, scorers=("lexical",))
-    assert ev.spans[0].text == "Paris is the capital of France."
-
-
-def test_unknown_scorer_is_refused(tiny):
-    with pytest.raises(ValueError, match="unknown evidence scorer"):
-        select(tiny, "q?", hits(), scorers=("magic",))
+@pytest.mark.parametrize("scorers", [("likelihood",), ("embedding",), ("answer",), SCORERS])
+def test_choose_fuses_the_scorers_it_is_given(tiny, scorers):
+    cands, scores, null = score(tiny, "How does a loop return a value?", hits())
+    assert set(scores) == set(SCORERS) and all(len(v) == len(cands) for v in scores.values())
+    ev = choose(hits(), cands, scores, null, 12, scorers)
+    assert ev.spans and ev.words <= 12 or len(ev.spans) == 1
+    if scorers == ("embedding",):  # one ranking, no leader: offered best fused first
+        assert [s.score for s in ev.spans] == sorted((s.score for s in ev.spans), reverse=True)
 
 
 def test_focused_hits_keep_numbering_and_neighbours():
@@ -152,59 +163,36 @@ def test_focused_hits_keep_numbering_and_neighbours():
 @pytest.mark.parametrize("mode", ["extractive", "generated", "both"])
 def test_answer_modes(tiny, mode):
     result = answer_hits(tiny, "How does a loop return a value?", hits(),
-                         AskSettings(answer=mode, max_new_tokens=4, evidence_words=10, passage_order=False, **NEVER))
+                         AskSettings(answer=mode, max_new_tokens=4, evidence_words=10, abstain=False))
     assert result.evidence.words <= 10 or len(result.evidence.spans) == 1
     text = result.read()
-    assert result.hits and result.citations[0].startswith("[1] loops.md > Loops")
+    assert result.hits and result.citations[0].startswith(f"[1] {result.hits[0].label}")
     first = quote(reading_order(result.evidence.spans)[0])
     assert (text.startswith(first)) == (mode != "generated")
     assert ("In short:" in text) == (mode == "both")
 
 
-def test_a_generated_answer_may_decode_context_aware(tiny, monkeypatch):
-    """`AskSettings.contrast` reaches the model with the same prompt minus its passages."""
-    seen = {}
-    real = tiny.generate
-
-    def spy(messages, **kwargs):
-        seen.update(kwargs, messages=messages)
-        return real(messages, **kwargs)
-
-    monkeypatch.setattr(tiny, "generate", spy)
-    answer_hits(tiny, "How does a loop return a value?", hits(),
-                AskSettings(answer="generated", max_new_tokens=4, evidence_words=10, contrast=0.5, **NEVER)).read()
-    assert seen["contrast_weight"] == 0.5
-    plain = seen["without_context"]
-    assert plain[:-1] == seen["messages"][:-1] and plain[-1]["content"] == "Question: How does a loop return a value?"
-    assert "Context:" in seen["messages"][-1]["content"]
-
-
-def test_quotes_are_shown_in_reading_order_led_by_the_best_explaining_one_unless_asked_otherwise(tiny):
+def test_quotes_are_shown_in_reading_order_led_by_the_best_explaining_one(tiny):
     chunks = hits()
     def span(hit, start, end, score, likelihood):
         return Span(hit, start, end, chunks[hit].text[start:end], score, likelihood)
     # best first by the fused score; the second explains the question best (highest likelihood)
     best_first = [span(1, 0, 20, 0.9, -3.0), span(0, 20, 40, 0.8, -1.0), span(0, 0, 15, 0.7, -2.0)]
     evidence = Evidence(best_first, relevance=0.0)
-    assert reading_order(best_first, lead=False) == [best_first[2], best_first[1], best_first[0]]
     assert reading_order(best_first) == [best_first[1], best_first[2], best_first[0]]
-    for settings, expected in ((AskSettings(), reading_order(best_first)),
-                               (AskSettings(lead_quote=False), reading_order(best_first, lead=False)),
-                               (AskSettings(reading_order=False), best_first)):
-        result = answer_hits(tiny, "How does a loop return a value?", chunks, replace(settings, abstain_below=None),
-                             evidence=evidence)
-        assert result.read() == "\n".join(quote(s) for s in expected)
-        assert result.evidence.spans == best_first  # the evidence itself stays best first
+    result = answer_hits(tiny, "How does a loop return a value?", chunks, AskSettings(abstain=False), evidence=evidence)
+    assert result.read() == "\n".join(quote(s) for s in reading_order(best_first))
+    assert result.evidence.spans == best_first  # the evidence itself stays best first
 
 
-def test_abstains_below_the_threshold_and_still_shows_the_closest_quote(tiny):
-    result = answer_hits(tiny, "How does a loop return a value?", hits(), AskSettings(abstain_below=1e9, max_new_tokens=8))
+def test_abstains_below_the_threshold_and_still_shows_the_closest_quote(tiny, monkeypatch):
+    from unirag.answer import ask
+
+    monkeypatch.setattr(ask, "ABSTAIN_BELOW", 1e9)
+    result = answer_hits(tiny, "How does a loop return a value?", hits(), AskSettings(max_new_tokens=8))
     text = result.read()
     assert result.abstained and text.startswith(NO_ANSWER) and ("[1]" in text or "[2]" in text)
     assert text.endswith(quote(reading_order(result.evidence.spans)[0]))  # the quote an answer would lead with
-
-
-NEVER = dict(abstain_below=None, abstain_answer_below=None, abstain_similarity_below=None)
 
 
 @pytest.mark.parametrize("relevance, answer_gain, similarity, settings, abstains", [
@@ -212,26 +200,28 @@ NEVER = dict(abstain_below=None, abstain_answer_below=None, abstain_similarity_b
     (0.1, 1.0, 0.9, AskSettings(), True),            # explains the question too weakly
     (1.0, 0.1, 0.9, AskSettings(), True),            # no unit reads as an answer to it
     (1.0, 1.0, 0.3, AskSettings(), True),            # no unit is about what it asks
-    (1.0, None, None, AskSettings(), False),         # "answer" and "embedding" did not run: relevance decides
-    (1.0, 0.1, 0.9, AskSettings(abstain_answer_below=None), False),
-    (1.0, 1.0, 0.3, AskSettings(abstain_similarity_below=None), False),
-    (0.1, 0.1, 0.3, AskSettings(**NEVER), False),
+    (1.0, None, None, AskSettings(), False),         # no answer gain or similarity: relevance decides
+    (0.1, 0.1, 0.3, AskSettings(abstain=False), False),
 ])
 def test_abstains_on_weak_relevance_answer_gain_or_similarity(relevance, answer_gain, similarity, settings, abstains):
     assert settings.abstains(Evidence([], relevance, answer_gain, similarity=similarity)) is abstains
 
 
-@pytest.mark.parametrize("scorers", [("likelihood", "answer"), ("likelihood", "embedding")])
-def test_evidence_carries_the_best_answer_score_and_similarity_when_they_were_scored(tiny, scorers):
-    cands, scores, null = score(tiny, "How does a loop return a value?", hits(), scorers)
-    ev = choose(hits(), cands, scores, null, scorers=scorers)
-    assert (ev.answer_gain == max(scores["answer"])) if "answer" in scorers else ev.answer_gain is None
-    assert (ev.similarity == pytest.approx(max(scores["embedding"]))) if "embedding" in scorers else ev.similarity is None
+@pytest.mark.parametrize("scored", [("likelihood", "answer"), ("likelihood", "embedding")])
+def test_evidence_carries_the_best_answer_score_and_similarity_where_they_were_scored(tiny, scored):
+    cands, scores, null = score(tiny, "How does a loop return a value?", hits())
+    scores = {name: scores[name] for name in scored}
+    ev = choose(hits(), cands, scores, null, scorers=scored)
+    assert (ev.answer_gain == max(scores["answer"])) if "answer" in scored else ev.answer_gain is None
+    assert (ev.similarity == pytest.approx(max(scores["embedding"]))) if "embedding" in scored else ev.similarity is None
 
 
-def test_abstains_when_no_unit_reads_as_an_answer(tiny):
-    result = answer_hits(tiny, "How does a loop return a value?", hits(),
-                         AskSettings(abstain_below=None, abstain_answer_below=1e9, max_new_tokens=8))
+def test_abstains_when_no_unit_reads_as_an_answer(tiny, monkeypatch):
+    from unirag.answer import ask
+
+    monkeypatch.setattr(ask, "ABSTAIN_BELOW", float("-inf"))
+    monkeypatch.setattr(ask, "ABSTAIN_ANSWER_BELOW", 1e9)
+    result = answer_hits(tiny, "How does a loop return a value?", hits(), AskSettings(max_new_tokens=8))
     assert result.abstained and result.read().startswith(NO_ANSWER)
 
 
@@ -241,10 +231,7 @@ def test_no_hits_says_so(tiny):
 
 @pytest.mark.parametrize("kwargs, message", [({"answer": "poem"}, "unknown answer mode"),
                                              ({"top_k": 0}, "--top-k"), ({"retrieval": "x"}, "unknown retrieval"),
-                                             ({"evidence_words": 0}, "evidence_words"),
-                                             ({"contrast": -0.5}, "context-aware"),
-                                             ({"scorers": ("magic",)}, "unknown or no evidence scorer"),
-                                             ({"scorers": ()}, "unknown or no evidence scorer")])
+                                             ({"evidence_words": 0}, "evidence_words")])
 def test_bad_settings_are_user_errors(kwargs, message):
     with pytest.raises(UniragError, match=message):
         AskSettings(**kwargs)
@@ -310,10 +297,10 @@ def test_a_chunk_may_start_with_code_markup(text):
     assert [c.text for c in candidates([Hit("a", 1.0, text, "a.md")])][0].endswith("counts references.")
 
 
-def test_a_unit_announcing_what_follows_is_quoted_with_it(tiny):
+def test_a_unit_announcing_what_follows_is_quoted_with_it():
     text = "Shadow a variable by repeating let as follows:\n\n```rust\nlet x = x + 1;\n```\n\nThe end is here."
     hit = Hit("a", 1.0, text, "a.md", "Shadowing")
-    ev = select(tiny, "How do I shadow a variable with let?", [hit], max_words=30, scorers=("lexical",))
+    ev = ranked([hit], ["Shadow a variable"], 30)
     first = ev.spans[0]
     assert first.text.startswith("Shadow a variable") and first.text.endswith("let x = x + 1;")
     assert first.text == text[first.start:first.end]
@@ -328,27 +315,26 @@ def test_a_unit_of_a_span_that_did_not_fit_is_still_quoted_alone():
     hit = Hit("a", 1.0, text, "a.md", "Variables")
     cands = candidates([hit])
     likelihood = [3.0, 2.0, 1.0]  # the first sentence, the announcing unit, the code line
-    ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, 21, ("likelihood",), interleave=False)
+    ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, 21, ("likelihood",))
     # after the first quote, the heading, the announcing unit and its code line together miss the
     # budget by the dash after the heading; the code line, offered next, fits alone
     assert [s.text for s in ev.spans] == ["Variables are immutable by default in this language.",
                                          "let spaces = spaces.len();"]
 
 
-@pytest.mark.parametrize("similarities, below, quoted", [
-    ([0.7, 0.6, 0.2, 0.3], 0.5, {0}),         # the second passage is about something else: not quoted
-    ([0.7, 0.6, 0.55, 0.3], 0.5, {0, 1}),     # one unit about the question is enough
-    ([0.7, 0.6, 0.2, 0.3], None, {0, 1}),     # off: every passage may be quoted
-    ([0.3, 0.2, 0.2, 0.1], 0.5, {0, 1}),      # none is about it: abstention's closest quote still shows
+@pytest.mark.parametrize("similarities, quoted", [  # against OFF_TOPIC_BELOW (0.4)
+    ([0.7, 0.6, 0.2, 0.3], {0}),         # the second passage is about something else: not quoted
+    ([0.7, 0.6, 0.55, 0.3], {0, 1}),     # one unit about the question is enough
+    ([0.3, 0.2, 0.2, 0.1], {0, 1}),      # none is about it: abstention's closest quote still shows
 ])
-def test_a_passage_with_no_unit_about_the_question_is_not_quoted(similarities, below, quoted):
+def test_a_passage_with_no_unit_about_the_question_is_not_quoted(similarities, quoted):
     from unirag.answer.evidence import candidates
 
     hits = [Hit("a", 1.0, "Rabat is the capital. It lies on the coast.", "a.md", "Morocco"),
             Hit("b", 0.9, "Coffee is a beverage. There are substitutes.", "b.md", "Coffee")]
     cands = candidates(hits)
     scores = {"likelihood": [4.0, 3.0, 2.0, 1.0], "embedding": similarities}
-    ev = choose(hits, cands, scores, 0.0, 40, ("likelihood",), interleave=False, off_topic_below=below)
+    ev = choose(hits, cands, scores, 0.0, 40, ("likelihood",))
     assert {s.hit for s in ev.spans} == quoted
     # what abstention reads is over every unit, quoted or not
     assert ev.similarity == pytest.approx(max(similarities)) and ev.passage_likelihood == (4.0, 2.0)
@@ -403,30 +389,6 @@ def test_quotes_leave_code_fence_lines_out():
 
     text = "Shadow it as follows:\n\n```rust\nlet x = x + 1;"
     assert quote(Span(0, 0, len(text), text)) == "“Shadow it as follows: let x = x + 1;” [1]"
-
-
-def test_draft_scorer_quotes_the_sentence_closest_to_the_models_draft(tiny, monkeypatch):
-    """"draft": the model writes a short answer from the chunks first; the unit whose embedding is
-    nearest that draft's ranks first (here the draft is made to repeat one sentence exactly)."""
-    from unirag.answer import evidence
-    seen = []
-
-    def draft(model, question, given):
-        seen.append([h.id for h in given])
-        return "The quick brown fox jumps over the lazy dog."
-
-    monkeypatch.setattr(evidence, "draft_answer", draft)
-    ev = select(tiny, "How does a loop return a value?", hits(), max_words=10, scorers=("draft",))
-    assert ev.spans[0].text == "The quick brown fox jumps over the lazy dog."
-    assert seen == [["a", "b"]]  # drafted from the chunks as retrieved
-
-
-def test_the_draft_fits_the_context_window(tiny):
-    """The draft prompt is trimmed like the answer's: chunks that do not fit are left out."""
-    from unirag.answer.evidence import draft_answer
-
-    many = [Hit(str(i), 1.0, CHUNK, "loops.md", "Loops") for i in range(6)]
-    assert isinstance(draft_answer(tiny, "How does a loop return a value?", many), str)
 
 
 # what whole thoughts quote before a unit (here the text's last): the term a definition opens
@@ -514,7 +476,7 @@ def test_a_statements_later_line_is_quoted_from_its_first_or_not_at_all():
     hit = Hit("a", 1.0, text, "child_process.md", "child_process")
     cands = candidates([hit])
     likelihood = [3.0 if c.text == "stdio: 'pipe'," else 0.0 for c in cands]
-    ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, 20, ("likelihood",), interleave=False)
+    ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, 20, ("likelihood",))
     assert quote(ev.spans[0]) == "“const ls = spawn('ls', ['-lh'], { stdio: 'pipe',” [1]"
     # where the statement's first line does not fit after a first quote, the tail is not quoted
     # (alone, "stdio: 'pipe'," would fit)
@@ -522,26 +484,20 @@ def test_a_statements_later_line_is_quoted_from_its_first_or_not_at_all():
     hit = Hit("a", 1.0, text, "child_process.md", "child_process")
     cands = candidates([hit])
     likelihood = [3.0 if c.text.startswith("Pipes") else 2.0 if c.text == "stdio: 'pipe'," else 0.0 for c in cands]
-    ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, 9, ("likelihood",), interleave=False)
+    ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, 9, ("likelihood",))
     assert [s.text for s in ev.spans] == ["Pipes carry the output."]
-    alone = choose([hit], cands, {"likelihood": likelihood}, 0.0, 9, ("likelihood",), whole_thoughts=False,
-                   interleave=False)
-    assert [s.text for s in alone.spans] == ["Pipes carry the output.", "stdio: 'pipe',"]
 
 
-def test_a_definitions_first_sentence_is_quoted_with_its_term(tiny):
+def test_a_definitions_first_sentence_is_quoted_with_its_term():
     text = ("os.path.exists(path)\n\nReturn True if path exists.\n\n"
             "os.path.expanduser(path)\n\nOn Unix, return the argument with ~ replaced by the home directory.")
     hit = Hit("a", 1.0, text, "os.path.html", "os.path")
-    ev = select(tiny, "How do I replace ~ by the home directory?", [hit], max_words=20, scorers=("lexical",))
+    ev = ranked([hit], ["On Unix"], 20)
     first = ev.spans[0]
     assert first.text == text[first.start:first.end] and first.text.startswith("os.path.expanduser(path)")
     assert quote(first) == ("“os.path.expanduser(path) — On Unix, return the argument with ~ replaced by the "
                             "home directory.” [1]")
     assert all("expanduser" not in s.text for s in ev.spans[1:])  # the term is not quoted twice
-    units = [s for s in select(tiny, "How do I replace ~ by the home directory?", [hit], max_words=20,
-                               scorers=("lexical",), whole_thoughts=False).spans]
-    assert units[0].text.startswith("On Unix")  # units quoted as cut: the sentence alone
 
 
 def test_a_definitions_first_sentence_is_not_quoted_without_its_term():
@@ -555,12 +511,12 @@ def test_a_definitions_first_sentence_is_not_quoted_without_its_term():
     likelihood = [0.0] * len(cands)
     likelihood[by_text["Many config files give paths that start with a tilde."]] = 3.0
     likelihood[by_text["On Unix, return the argument with ~ replaced."]] = 2.0  # offered second
-    ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, 20, ("likelihood",), interleave=False)
+    ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, 20, ("likelihood",))
     # the sentence and its term do not both fit after the first quote: the sentence, which alone
     # never says what it is about, is left out; the term, offered after it, still fits
     assert [s.text for s in ev.spans] == ["Many config files give paths that start with a tilde.",
                                          "os.path.expanduser(path)"]
-    roomy = choose([hit], cands, {"likelihood": likelihood}, 0.0, 26, ("likelihood",), interleave=False)
+    roomy = choose([hit], cands, {"likelihood": likelihood}, 0.0, 26, ("likelihood",))
     assert roomy.spans[1].text.startswith("os.path.expanduser(path)\n\nOn Unix")
 
 
@@ -577,16 +533,16 @@ def test_a_first_quote_runs_past_the_budget_only_where_no_other_fits():
     likelihood[by_text["This value should point at a command that behaves like cargo."]] = 3.0  # points back
     likelihood[by_text["Short fact here."]] = 2.0
     budget = 20
-    whole = choose([hit], cands, {"likelihood": likelihood}, 0.0, 60, ("likelihood",), interleave=False)
+    whole = choose([hit], cands, {"likelihood": likelihood}, 0.0, 60, ("likelihood",))
     assert whole.spans[0].text.startswith("CARGO") and whole.words > budget + FIRST_QUOTE_OVERRUN
     # within a budget of 20 words, the quote that points back (with its sentence and term) would run
     # past the budget by more than the overrun a first quote may take: the next one leads instead
-    ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, budget, ("likelihood",), interleave=False)
+    ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, budget, ("likelihood",))
     assert ev.spans[0].text == "Short fact here."
     # where no quote fits so, the first is quoted still, however long
     alone = [i for i, c in enumerate(cands) if c.text != "Short fact here."]
     only = choose([hit], [cands[i] for i in alone], {"likelihood": [likelihood[i] for i in alone]}, 0.0, budget,
-                  ("likelihood",), interleave=False)
+                  ("likelihood",))
     assert only.spans and only.spans[0].text.startswith("CARGO")
 
 
@@ -602,7 +558,7 @@ def test_a_later_sentence_of_a_definition_is_quoted_after_its_term():
     likelihood = [0.0] * len(cands)
     likelihood[by_text["If the expansion fails, the path is returned unchanged."]] = 3.0
     likelihood[by_text["os.path.expanduser(path)"]] = 2.0
-    ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, 30, ("likelihood",), interleave=False)
+    ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, 30, ("likelihood",))
     first = ev.spans[0]
     assert first.text == text[first.start:first.end] == "If the expansion fails, the path is returned unchanged."
     assert quote(first) == ("“os.path.expanduser(path) — …If the expansion fails, the path is returned "
@@ -610,12 +566,8 @@ def test_a_later_sentence_of_a_definition_is_quoted_after_its_term():
     assert all("expanduser" not in s.text for s in ev.spans[1:])  # the term is not quoted again
     # the sentence and its term do not fit after an earlier quote: the sentence is left out
     likelihood[by_text["Return the argument with environment variables expanded."]] = 4.0
-    ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, 16, ("likelihood",), interleave=False)
+    ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, 16, ("likelihood",))
     assert "If the expansion fails, the path is returned unchanged." not in [s.text for s in ev.spans]
-    # units as cut: the sentence alone
-    ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, 30, ("likelihood",), whole_thoughts=False,
-                interleave=False)
-    assert all(s.name is None for s in ev.spans)
 
 
 def test_a_sentence_of_a_code_section_is_quoted_after_its_name():
@@ -628,7 +580,7 @@ def test_a_sentence_of_a_code_section_is_quoted_after_its_name():
     hit = Hit("a", 1.0, text, "os.md", "OS > `os.homedir()`")
     cands = candidates([hit])
     scores = {"likelihood": [1.0 if c.text.startswith("It falls") else 0.0 for c in cands]}
-    ev = choose([hit], cands, scores, 0.0, 40, ("likelihood",), interleave=False)
+    ev = choose([hit], cands, scores, 0.0, 40, ("likelihood",))
     assert [quote(s) for s in ev.spans] == [
         "“`os.homedir()` — …It falls back to the operating system.” [1]",
         "“`os.hostname()` — Returns the host name of the operating system.” [1]",  # the section's first
@@ -649,13 +601,10 @@ def test_a_name_is_not_repeated_before_the_next_quote_of_its_passage():
     assert quotes([first, replace(second, hit=2)])[1] == "“`os.homedir()` — …It reads HOME.” [3]"
 
 
-def test_a_term_is_quoted_with_the_definition_it_heads(tiny):
+def test_a_term_is_quoted_with_the_definition_it_heads():
     text = "`--log-level`\n\nSet how many messages are printed.\n\n`--debug-output`\n\nShow the call stack."
     hit = Hit("a", 1.0, text, "cmake.1.rst", "Options")
-    question = "What is --log-level for?"  # shares its words with the term, none with the definition
-    alone = select(tiny, question, [hit], max_words=20, scorers=("lexical",), whole_thoughts=False)
-    assert alone.spans[0].text == "`--log-level`"  # units as cut: the term ranks first, alone
-    ev = select(tiny, question, [hit], max_words=20, scorers=("lexical",))
+    ev = ranked([hit], ["`--log-level`"], 20)  # the term ranks first
     assert quote(ev.spans[0]) == "“`--log-level` — Set how many messages are printed.” [1]"
     assert all("messages" not in s.text for s in ev.spans[1:])  # the definition is not quoted twice
 
@@ -670,13 +619,13 @@ def test_a_term_is_quoted_with_its_other_names():
     for first in ("Delete a branch.", "--delete-branch"):  # the definition offered first, or its term
         likelihood = [0.0] * len(cands)
         likelihood[by_text[first]] = 3.0
-        ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, 30, ("likelihood",), interleave=False)
+        ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, 30, ("likelihood",))
         assert quote(ev.spans[0]) == "“-d, --delete-branch — Delete a branch.” [1]"
         assert all("-d" not in s.text.split() for s in ev.spans[1:])  # not quoted twice
     # where the definition does not fit after an earlier quote, the term is quoted alone
     likelihood = [0.0] * len(cands)
     likelihood[by_text["Options follow."]], likelihood[by_text["--delete-branch"]] = 3.0, 2.0
-    ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, 5, ("likelihood",), interleave=False)
+    ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, 5, ("likelihood",))
     assert [quote(s) for s in ev.spans] == ["“Options follow.” [1]", "“--delete-branch” [1]"]
 
 
@@ -700,12 +649,12 @@ def test_a_sentence_that_opens_a_section_is_quoted_with_a_heading_it_leaves_its_
     likelihood = [0.0] * len(cands)
     likelihood[by_text["The last collection is the hash map."]] = 3.0
     likelihood[by_text["Prevents external sites from embedding your site in an `iframe`."]] = 2.0
-    ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, 24, ("likelihood",), interleave=False)
+    ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, 24, ("likelihood",))
     assert [quote(s) for s in ev.spans][:2] == [
         "“The last collection is the hash map.” [1]",
         "“X-Frame-Options — Prevents external sites from embedding your site in an `iframe`.” [1]"]
     # where the heading does not fit beside the first quote, the sentence is quoted alone
-    tight = choose([hit], cands, {"likelihood": likelihood}, 0.0, 20, ("likelihood",), interleave=False)
+    tight = choose([hit], cands, {"likelihood": likelihood}, 0.0, 20, ("likelihood",))
     assert [s.text for s in tight.spans][1].startswith("Prevents")
 
 
@@ -724,19 +673,16 @@ def test_points_back_reads_the_opening_words(text, expected):
     assert points_back(text) is expected
 
 
-def test_a_unit_that_points_back_is_quoted_with_the_sentence_before_it(tiny):
+def test_a_unit_that_points_back_is_quoted_with_the_sentence_before_it():
     text = ("Records are sorted by key. Sorts are guaranteed to be stable. That means records with the "
             "same key keep their original order.\n\nThe end is here.")
     hit = Hit("a", 1.0, text, "sorting.html", "Sorting")
-    question = "Do records with the same key keep their original order?"
-    ev = select(tiny, question, [hit], max_words=30, scorers=("lexical",))
+    ev = ranked([hit], ["That means"], 30)
     first = ev.spans[0]
     assert first.text == ("Sorts are guaranteed to be stable. That means records with the same key keep their "
                           "original order.")
     assert first.text == text[first.start:first.end]
     assert all("stable" not in s.text for s in ev.spans[1:])  # not quoted twice
-    alone = select(tiny, question, [hit], max_words=30, scorers=("lexical",), whole_thoughts=False).spans[0]
-    assert alone.text.startswith("That means")
 
 
 def test_a_unit_that_points_back_to_a_definitions_first_sentence_is_quoted_with_its_term():
@@ -749,12 +695,12 @@ def test_a_unit_that_points_back_to_a_definitions_first_sentence_is_quoted_with_
     # the first definition's sentence first, then the one that points back
     likelihood = [3.0 if "project users" in c.text else 2.0 if "These" in c.text else 1.0 for c in cands]
     first = "“`VERBOSE` — Details for project users.” [1]"
-    ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, 25, ("likelihood",), interleave=False)
+    ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, 25, ("likelihood",))
     assert [quote(s) for s in ev.spans] == [first, "“`DEBUG` — Details for developers of the project. These "
                                                    "messages are of no interest to other users.” [1]"]
     # one word short: the sentence pointed to is not quoted without its term, and the unit comes
     # after the term it goes on defining (`defined_by`)
-    tight = choose([hit], cands, {"likelihood": likelihood}, 0.0, 24, ("likelihood",), interleave=False)
+    tight = choose([hit], cands, {"likelihood": likelihood}, 0.0, 24, ("likelihood",))
     assert [quote(s) for s in tight.spans] == [first, "“`DEBUG` — …These messages are of no interest to other "
                                                       "users.” [1]"]
 
@@ -766,11 +712,11 @@ def test_a_definitions_first_sentence_is_named_by_its_term_when_a_later_one_took
     hit = Hit("a", 1.0, text, "set.rst", "set")
     cands = candidates([hit])
     likelihood = [1.0, 2.0]  # the later sentence first: it is quoted after the term, "`BOOL` — …"
-    ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, 30, ("likelihood",), interleave=False)
+    ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, 30, ("likelihood",))
     assert [s.name.text for s in ev.spans] == ["`BOOL`", "`BOOL`"]
     # in reading order the first sentence comes first, with its term; the later one then needs it
     # no more
-    assert quotes(reading_order(ev.spans, lead=False)) == ["“`BOOL` — Boolean value.” [1]",
+    assert quotes(sorted(ev.spans, key=lambda s: s.start)) == ["“`BOOL` — Boolean value.” [1]",
                                                            "“The GUI offers a checkbox.” [1]"]
 
 
@@ -801,7 +747,7 @@ def test_a_signposts_turn_goes_to_the_unit_after_it():
     assert [c.text for c in cands][1] == "Let's start with that."
     # the signpost ranks first: its turn goes to the sentence after it, and it is never quoted
     likelihood = [2.0, 4.0, 1.0, 3.0]
-    ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, 30, ("likelihood",), interleave=False)
+    ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, 30, ("likelihood",))
     assert [s.text for s in ev.spans] == ["The `bind` function returns a new `TcpListener`.",
                                           "The end of the section is here.",
                                           "Our server must listen for connections."]
@@ -810,11 +756,8 @@ def test_a_signposts_turn_goes_to_the_unit_after_it():
     # a signpost that announces keeps its turn: it is quoted with what it announces
     announcing = candidates([Hit("c", 1.0, "Let's start with this:\n\nThe `bind` function returns.", "s.md")])
     assert passed_on([0, 1], announcing) == [0, 1]
-    # a signpost that ends its chunk keeps its turn; without whole thoughts it is quoted as it comes
+    # a signpost that ends its chunk keeps its turn
     assert passed_on([0], candidates([Hit("b", 1.0, "Let's start with that.", "s.md")])) == [0]
-    units = choose([hit], cands, {"likelihood": likelihood}, 0.0, 30, ("likelihood",), whole_thoughts=False,
-                   interleave=False)
-    assert units.spans[0].text == "Let's start with that."
 
 
 # four units: the likelihood ranks b first, the embedding a, the answer score a then d; the
@@ -822,16 +765,15 @@ def test_a_signposts_turn_goes_to_the_unit_after_it():
 TURNS = {"likelihood": [1.0, 4.0, 3.0, 2.0], "embedding": [4.0, 3.0, 2.0, 1.0], "answer": [4.0, 1.0, 2.0, 3.0]}
 
 
-@pytest.mark.parametrize("scorers, interleave, expected", [
-    (("likelihood", "embedding", "answer"), False, [0, 1, 2, 3]),  # the fusion's order
+@pytest.mark.parametrize("scorers, expected", [
     # the fusion's a, the likelihood's b, the answer's best not yet offered (d), the fusion's c
-    (("likelihood", "embedding", "answer"), True, [0, 1, 3, 2]),
+    (("likelihood", "embedding", "answer"), [0, 1, 3, 2]),
     # no answer scorer: the fusion (b, a, c, d) and the likelihood (b, c, d, a) take turns
-    (("likelihood", "embedding"), True, [1, 2, 0, 3]),
-    (("embedding",), True, [0, 1, 2, 3]),              # no leading scorer chosen: the fusion's order
+    (("likelihood", "embedding"), [1, 2, 0, 3]),
+    (("embedding",), [0, 1, 2, 3]),              # no leading scorer chosen: the fusion's order
 ])
-def test_units_are_offered_in_turns_by_the_fusion_and_each_leading_scorer(scorers, interleave, expected):
-    order = offer_order(fuse(TURNS, scorers), TURNS, scorers, interleave)
+def test_units_are_offered_in_turns_by_the_fusion_and_each_leading_scorer(scorers, expected):
+    order = offer_order(fuse(TURNS, scorers), TURNS, scorers)
     assert order == expected and sorted(order) == [0, 1, 2, 3]
 
 
@@ -861,7 +803,7 @@ def test_renumbered_evidence_points_at_the_same_text():
     assert (moved.relevance, moved.answer_gain) == (0.5, 1.0)
 
 
-def test_answers_show_passages_in_passage_order_unless_asked_retrieval_order(tiny):
+def test_answers_show_passages_in_passage_order(tiny):
     question = "How does a loop return a value?"
     chunks = [Hit("c", 0.9, "Loops return values with break. Paris is the capital of France.", "loops.md", ""),
               Hit("b", 0.5, "The quick brown fox jumps over the lazy dog.", "fox.md", ""),
@@ -869,15 +811,13 @@ def test_answers_show_passages_in_passage_order_unless_asked_retrieval_order(tin
     selected = select(tiny, question, chunks)
     assert len(selected.passage_likelihood) == 3
     assert passage_order(selected) != [0, 1, 2]  # the tiny model's likelihoods do move a passage
-    for on in (True, False):
-        settings = AskSettings(passage_order=on, max_new_tokens=1, **NEVER)
-        result = answer_hits(tiny, question, chunks, settings)
-        order = passage_order(selected) if on else [0, 1, 2]
-        assert [h.id for h in result.hits] == [chunks[i].id for i in order]
-        assert all(result.hits[s.hit].text[s.start:s.end] == s.text for s in result.evidence.spans)
-        # an earlier answer's hits and evidence give the same answer again (evaluation reuses them)
-        again = answer_hits(tiny, question, result.hits, settings, evidence=result.evidence)
-        assert (again.hits, again.read()) == (result.hits, result.read())
+    settings = AskSettings(max_new_tokens=1, abstain=False)
+    result = answer_hits(tiny, question, chunks, settings)
+    assert [h.id for h in result.hits] == [chunks[i].id for i in passage_order(selected)]
+    assert all(result.hits[s.hit].text[s.start:s.end] == s.text for s in result.evidence.spans)
+    # an earlier answer's hits and evidence give the same answer again (evaluation reuses them)
+    again = answer_hits(tiny, question, result.hits, settings, evidence=result.evidence)
+    assert (again.hits, again.read()) == (result.hits, result.read())
 
 
 def test_quotes_leave_inline_html_out_of_prose_only():
@@ -920,13 +860,10 @@ def test_a_code_line_is_quoted_from_the_line_that_binds_the_name_it_opens_with()
     likelihood = [0.0] * len(cands)
     likelihood[by_text["group.add_argument('-v', action='store_true')"]] = 3.0
     likelihood[by_text["group = parser.add_mutually_exclusive_group()"]] = 2.0
-    ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, 20, ("likelihood",), interleave=False)
+    ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, 20, ("likelihood",))
     assert quote(ev.spans[0]) == ("“group = parser.add_mutually_exclusive_group() "
                                   "group.add_argument('-v', action='store_true')” [1]")
     assert all("parser.add_mutually" not in s.text for s in ev.spans[1:])  # not quoted twice
-    alone = choose([hit], cands, {"likelihood": likelihood}, 0.0, 20, ("likelihood",), whole_thoughts=False,
-                   interleave=False)
-    assert alone.spans[0].text == "group.add_argument('-v', action='store_true')"
 
 
 @pytest.mark.parametrize("budget, last_line", [(8, "  $<INSTALL_INTERFACE:include>)"), (7, "  $<BUILD_INTERFACE:inc>"),
@@ -939,7 +876,7 @@ def test_an_announced_example_comes_with_as_many_of_its_lines_as_fit(budget, las
     hit = Hit("a", 1.0, text, "a.md", "target_include_directories")
     cands = candidates([hit])
     likelihood = [3.0 if c.text == "For example:" else 0.0 for c in cands]
-    ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, budget, ("likelihood",), interleave=False)
+    ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, budget, ("likelihood",))
     first = ev.spans[0]
     # "For example:" (2 words), the fence line (1), the code lines (2, 1, 1) and the "[n]": the
     # first line always (a first quote), the others where they fit
@@ -979,13 +916,10 @@ def test_a_blocks_head_is_quoted_with_its_lines_or_not_at_all():
     hit = Hit("a", 1.0, text, "main.md", "Hello")
     cands = candidates([hit])
     likelihood = [3.0 if c.text == "fn main() {" else 0.0 for c in cands]
-    ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, 20, ("likelihood",), interleave=False)
+    ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, 20, ("likelihood",))
     assert quote(ev.spans[0]) == "“fn main() { println!(\"Hello, world!\"); }” [1]"
     # after a first quote, where its next line does not fit, the head is not quoted alone: the
     # next unit offered takes its place
     likelihood = [3.0 if c.text.startswith("Print") else 2.0 if c.text == "fn main() {" else 0.0 for c in cands]
-    ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, 8, ("likelihood",), interleave=False)
+    ev = choose([hit], cands, {"likelihood": likelihood}, 0.0, 8, ("likelihood",))
     assert [s.text for s in ev.spans] == ["Print a greeting.", 'println!("Hello, world!");']
-    alone = choose([hit], cands, {"likelihood": likelihood}, 0.0, 8, ("likelihood",), whole_thoughts=False,
-                   interleave=False)
-    assert [s.text for s in alone.spans] == ["Print a greeting.", "fn main() {"]

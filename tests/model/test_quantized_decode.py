@@ -417,10 +417,8 @@ def test_greedy_token_is_the_heads_own_argmax(fmt):
 
 
 def test_only_plain_greedy_decoding_takes_the_shortlist(tiny_model_dir, monkeypatch):
-    """Greedy tokens without repetition control come from `greedy_token`; sampled tokens and
-    repetition-controlled ones need every logit (`head_logits`). The prompt's step uses neither."""
-    from unirag.model.decoding import RepetitionControl
-
+    """Greedy tokens come from `greedy_token`; sampled tokens need every logit (`head_logits`).
+    The prompt's step uses neither."""
     quant = UniModel.load(str(tiny_model_dir), precision="bf16")
     quant._stop_ids = lambda: set()  # every step makes a token
     used = []
@@ -428,8 +426,7 @@ def test_only_plain_greedy_decoding_takes_the_shortlist(tiny_model_dir, monkeypa
         real = getattr(DecodeCopy, name)
         monkeypatch.setattr(DecodeCopy, name, lambda self, h, real=real, name=name: used.append(name) or real(self, h))
     ids = quant.prompt_ids("The cat sat on the mat because")
-    for options, expected in (({}, "greedy_token"), ({"temperature": 0.8, "seed": 0}, "head_logits"),
-                              ({"repetition": RepetitionControl(no_repeat_ngram=2)}, "head_logits")):
+    for options, expected in (({}, "greedy_token"), ({"temperature": 0.8, "seed": 0}, "head_logits")):
         used.clear()
         assert len(list(quant.generate_ids(ids, max_new_tokens=5, **options))) == 5
         assert used == [expected] * 4, options

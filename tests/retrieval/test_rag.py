@@ -492,18 +492,18 @@ def test_retrieve_prompt_and_streamed_answer(tiny, tmp_path):
 
 
 def test_retrieve_with_rerank_reorders_the_candidates(tiny, tmp_path):
-    """rerank=N: the first N of the hybrid ranking, reordered by query likelihood, then cut to top_k."""
-    from unirag.retrieval.rerank import question_logprobs
+    """rerank=N: the first N of the hybrid ranking, reordered by query likelihood (fused with
+    their retrieval order), then cut to top_k."""
+    from unirag.retrieval.rerank import rerank
 
     collection = open_db(tiny, tmp_path / "db")
     run_ingest(tiny, collection, write_docs(tmp_path / "docs"), settings=SMALL)
     question = "What is the capital of France?"
     plain = run_retrieve(tiny, collection, question, top_k=4)
-    reranked = run_retrieve(tiny, collection, question, top_k=2, rerank=4, rerank_fusion=False)
-    scores = dict(zip([h.id for h in plain], question_logprobs(tiny, question, [h.text for h in plain])))
-    best = sorted(plain, key=lambda h: -scores[h.id])[:2]
+    reranked = run_retrieve(tiny, collection, question, top_k=2, rerank=4)
+    best = rerank(tiny, question, plain, 4)[:2]
     assert [h.id for h in reranked] == [h.id for h in best]
-    assert [h.score for h in reranked] == pytest.approx([scores[h.id] for h in best], abs=1e-5)
+    assert [h.score for h in reranked] == pytest.approx([h.score for h in best], abs=1e-5)
     with pytest.raises(UniragError, match="--rerank"):
         run_retrieve(tiny, collection, question, top_k=2, rerank=-1)
 

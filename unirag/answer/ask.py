@@ -12,12 +12,12 @@ An answer has up to two parts, chosen by `AskSettings.answer`:
   sentences with their neighbours, not whole chunks), ending after its first sentence or where
   it starts repeating itself, with `[n]` added to an uncited sentence (`pipeline.answer`).
 - "both": the quotes first, then the generated sentence after "In short:".
-When the evidence explains the question too weakly (`relevance` under `abstain_below`), when no
-unit of it reads as an answer to the question (`answer_gain` under `abstain_answer_below`), or
-when no unit of it is about what the question asks (`similarity` under `abstain_similarity_below`), the
-answer is NO_ANSWER followed by the closest quote, so the user still sees what was found. So it is
-when the question gives names and the collection mentions none of them (`mentions.py`); the
-answer then says which.
+With `AskSettings.abstain` (the default), when the evidence explains the question too weakly
+(`relevance` under ABSTAIN_BELOW), when no unit of it reads as an answer to the question
+(`answer_gain` under ABSTAIN_ANSWER_BELOW), or when no unit of it is about what the question asks
+(`similarity` under ABSTAIN_SIMILARITY_BELOW), the answer is NO_ANSWER followed by the closest
+quote, so the user still sees what was found. So it is when the question gives names and the
+collection mentions none of them (`mentions.py`); the answer then says which.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
-from unirag.model.decoding import RepetitionControl
 from unirag.errors import UniragError
 from unirag.answer import evidence as evidence_mod
 from unirag.retrieval import lexical
@@ -38,14 +37,12 @@ from unirag.answer.sentences import plain
 ANSWER_MODES = ("extractive", "generated", "both")
 NO_ANSWER = "The documents don't say."
 CLOSEST = "The closest passage:"  # what an abstention shows after NO_ANSWER, before the closest quote
-# chosen together on both dev sets (`benchmarks/abstention.py`, docs/RESULTS.md "Where to abstain"):
-# of the pairs that refuse no question on its own passages, the one that refuses the most
-# questions shown passages that do not answer them
-ABSTAIN_BELOW = 0.2
-ABSTAIN_ANSWER_BELOW = 0.6
-# chosen on both dev sets against questions that no manual answers (ARC-Easy and PIQA questions;
-# docs/RESULTS.md "Where to abstain"): 0.1 below the lowest that a dev question's own passages
-# give, since a question asked in other words of other documents may sit lower
+# under these the answer is NO_ANSWER (`AskSettings.abstains`): low enough that a question shown its
+# own passages is not refused, since relevance is on no one scale across domains
+ABSTAIN_BELOW = 0.2  # evidence relevance
+ABSTAIN_ANSWER_BELOW = 0.6  # the best unit's answer PMI (`Evidence.answer_gain`)
+# the best unit's cosine to the question: a question about something else still finds units that
+# explain some of its words and that it makes likelier
 ABSTAIN_SIMILARITY_BELOW = 0.5
 # "both" quotes less, leaving room for its generated sentence within a short answer
 EVIDENCE_WORDS = {"extractive": evidence_mod.MAX_WORDS, "generated": evidence_mod.MAX_WORDS, "both": 30}
@@ -55,78 +52,37 @@ ANSWER_SYSTEM = ("Answer the question in one short sentence, using only the evid
 
 @dataclass(frozen=True)
 class AskSettings:
-    """Every knob of the ask flow, with the defaults `unirag ask`, the app and eval share."""
+    """What a user sets for the ask flow, with the defaults `unirag ask`, the app and eval share."""
 
     top_k: int = 3                 # chunks retrieved, shown and cited
     retrieval: str = "hybrid"      # hybrid | dense | lexical
     # candidates the same model reranks (0 = off): where users ask in their own words the hybrid
     # search's first few often miss the right page and the likelihood finds it further down
-    # (docs/RESULTS.md, both dev sets: 15 against 5 and 10), at one forward pass per candidate
     rerank: int = 15
-    answer: str = "extractive"     # extractive | generated | both; docs/RESULTS.md measures them
+    answer: str = "extractive"     # extractive | generated | both
     evidence_words: int | None = None  # words of quoted evidence; None: per mode (EVIDENCE_WORDS)
-    scorers: tuple[str, ...] = evidence_mod.DEFAULT_SCORERS
-    # evidence relevance under which the answer is NO_ANSWER; None: never. Relevance is not on one
-    # scale across domains, so the threshold is low, to keep false abstentions rare.
-    abstain_below: float | None = ABSTAIN_BELOW
-    # the best unit's answer PMI (`Evidence.answer_gain`) under which the answer is NO_ANSWER too;
-    # None: never. Passages on the question's topic may hold nothing it makes likelier as its
-    # answer, which relevance cannot see
-    abstain_answer_below: float | None = ABSTAIN_ANSWER_BELOW
-    # the best unit's cosine to the question (`Evidence.similarity`) under which the answer is
-    # NO_ANSWER too; None: never. A question about something else still finds units that explain
-    # some of its words (the likelihood) and that it makes likelier (the answer gain): "Who won the
-    # 1998 world cup?" asked of a programming book finds its guessing game, "You win!"
-    abstain_similarity_below: float | None = ABSTAIN_SIMILARITY_BELOW
-    # a passage none of whose units has this cosine to the question is not quoted
-    # (`evidence.on_topic`); None: every passage may be
-    off_topic_below: float | None = evidence_mod.OFF_TOPIC_BELOW
-    # NO_ANSWER too when the question gives names and the collection mentions none of them
-    # (`mentions.never_mentioned`); False: never
-    abstain_unmentioned: bool = True
+    # NO_ANSWER where the evidence is too weak (`abstains`) or the question's names are never
+    # mentioned (`mentions.never_mentioned`); False: always answer
+    abstain: bool = True
     max_new_tokens: int = 64
     temperature: float = 0.0
-    no_repeat_ngram: int = 0       # generated tokens only (decoding.py)
-    repetition_penalty: float = 1.0
-    # context-aware decoding's weight for generated tokens (`decoding.contrast`, Shi et al. 2023);
-    # 0: off. Off by default: docs/RESULTS.md ("Answers") measures it
-    contrast: float = 0.0
-    focused: bool = True           # generate from the evidence (True) or from the whole chunks
-    # a focused answer ends after its first sentence, the one sentence ANSWER_SYSTEM asks for
-    # (`loops.first_sentence`): the model goes on past it, away from the evidence and into loops
-    one_sentence: bool = True
-    whole_thoughts: bool = True    # quote "...:" units with what they introduce; skip cut sentence tails
-    # units offered to the word budget in turns: the fusion's best, then each leading scorer's own
-    # best (`evidence.offer_order`; False: the fusion's order alone)
-    interleave: bool = True
-    reading_order: bool = True     # quotes by passage, then place in it (False: best-scored first)
-    lead_quote: bool = True        # in reading order, the quote that best explains the question first
-    # the shown passages ordered by retrieval fused with their best unit's likelihood
-    # (`evidence.passage_order`; False: the retrieval order)
-    passage_order: bool = True
 
     @property
     def words(self) -> int:
         """The evidence budget in words: `evidence_words`, or the answer mode's default."""
         return self.evidence_words or EVIDENCE_WORDS[self.answer]
 
-    @property
-    def needs_evidence(self) -> bool:
-        """Whether the answer quotes, is generated from, or may abstain on the selected evidence."""
-        return (self.answer != "generated" or self.focused or self.abstain_below is not None
-                or self.abstain_answer_below is not None or self.abstain_similarity_below is not None)
-
     def abstains(self, ev: evidence_mod.Evidence) -> bool:
-        """Whether this evidence is too weak to answer from: it explains the question too weakly,
-        none of its units reads as an answer to it, or none is about what it asks (the last two
-        tests are skipped when the "answer" or "embedding" scorer did not run)."""
-        if self.abstain_below is not None and ev.relevance < self.abstain_below:
+        """Whether, with `abstain` on, this evidence is too weak to answer from: it explains the
+        question too weakly, none of its units reads as an answer to it, or none is about what it
+        asks (the last two tests are skipped where that score is missing)."""
+        if not self.abstain:
+            return False
+        if ev.relevance < ABSTAIN_BELOW:
             return True
-        if (self.abstain_similarity_below is not None and ev.similarity is not None
-                and ev.similarity < self.abstain_similarity_below):
+        if ev.similarity is not None and ev.similarity < ABSTAIN_SIMILARITY_BELOW:
             return True
-        return (self.abstain_answer_below is not None and ev.answer_gain is not None
-                and ev.answer_gain < self.abstain_answer_below)
+        return ev.answer_gain is not None and ev.answer_gain < ABSTAIN_ANSWER_BELOW
 
     def __post_init__(self):
         if self.top_k < 1:
@@ -137,16 +93,10 @@ class AskSettings:
             raise UniragError(f"unknown retrieval mode {self.retrieval!r}; choose from {', '.join(RETRIEVAL_MODES)}")
         if self.answer not in ANSWER_MODES:
             raise UniragError(f"unknown answer mode {self.answer!r}; choose from {', '.join(ANSWER_MODES)}")
-        unknown = sorted(set(self.scorers) - set(evidence_mod.SCORERS))
-        if unknown or not self.scorers:
-            raise UniragError(f"unknown or no evidence scorer(s) {', '.join(unknown)}; choose from "
-                              f"{', '.join(evidence_mod.SCORERS)}")
         if self.evidence_words is not None and self.evidence_words < 1:
             raise UniragError("evidence_words must be at least 1")
         if self.max_new_tokens < 1:
             raise UniragError("--max-new-tokens must be at least 1")
-        if self.contrast < 0:
-            raise UniragError("contrast (context-aware decoding's weight) must be 0 (off) or more")
 
 
 @dataclass
@@ -229,14 +179,12 @@ def focused_hits(hits: Sequence[Hit], spans: Sequence[evidence_mod.Span]) -> lis
 
 def _generated(model, question: str, hits: list[Hit], spans, history, settings: AskSettings,
                on_loop) -> Iterator[str]:
-    shown = focused_hits(hits, spans) if settings.focused and spans else hits
+    shown = focused_hits(hits, spans) if spans else hits
     # passages left empty keep their number (so [n] still means hits[n-1]) but say nothing
     shown = [h if h.text else replace(h, text="(not relevant)") for h in shown]
     return answer(model, question, shown, history, max_new_tokens=settings.max_new_tokens,
-                  temperature=settings.temperature, stream=True,
-                  system=ANSWER_SYSTEM if settings.focused else None, on_loop=on_loop,
-                  repetition=RepetitionControl(settings.no_repeat_ngram, settings.repetition_penalty),
-                  one_sentence=settings.focused and settings.one_sentence, contrast=settings.contrast)
+                  temperature=settings.temperature, stream=True, system=ANSWER_SYSTEM, on_loop=on_loop,
+                  one_sentence=True)
 
 
 def _pieces(model, question: str, hits: list[Hit], ev: evidence_mod.Evidence, abstained: bool,
@@ -244,10 +192,10 @@ def _pieces(model, question: str, hits: list[Hit], ev: evidence_mod.Evidence, ab
     if not hits:
         yield NO_ANSWER + " (No passages were found: the collection is empty.)"
         return
-    spans = evidence_mod.reading_order(ev.spans, settings.lead_quote) if settings.reading_order else ev.spans
+    spans = evidence_mod.reading_order(ev.spans)
     if abstained:
         yield NO_ANSWER
-        if unmentioned and settings.abstain_unmentioned:
+        if unmentioned and settings.abstain:
             yield f" They never mention {_listed(unmentioned)}."
         if spans:  # the quote an answer would have led with
             yield f" {CLOSEST} {quote(spans[0])}"
@@ -269,8 +217,8 @@ def _listed(names: Sequence[str]) -> str:
 
 def never_mentioned(collection, question: str, settings: AskSettings = AskSettings()) -> tuple[str, ...]:
     """The names `question` gives when `collection` mentions none of them (`mentions.py`), or ()
-    (also when `settings.abstain_unmentioned` is off): what `answer_hits` is told to abstain on."""
-    if not settings.abstain_unmentioned or not mentions.names(question):
+    (also when `settings.abstain` is off): what `answer_hits` is told to abstain on."""
+    if not settings.abstain or not mentions.names(question):
         return ()  # most questions give no names: no need to build the collection's BM25 index
     return mentions.never_mentioned(question, lexical.index_for(collection).mentions)
 
@@ -279,15 +227,13 @@ def chosen_evidence(hits: Sequence[Hit], cands, scores: dict[str, list[float]], 
                     settings: AskSettings = AskSettings(), scorers: Sequence[str] | None = None
                     ) -> tuple[list[Hit], evidence_mod.Evidence]:
     """The evidence `settings` choose from units already scored (`evidence.score`'s output), and
-    the passages in the order to show them (`evidence.passage_order`, where `settings` say so),
-    the evidence renumbered to match. The one choice `answer_hits` makes, and what
-    `benchmarks/selection_replay.py` replays over cached scores. `scorers` (default:
-    `settings.scorers`) names the rankings fused: a benchmark passes a reference judge's name
-    with its scores in `scores`."""
+    the passages in the order to show them (`evidence.passage_order`), the evidence renumbered to
+    match. The one choice `answer_hits` makes, and what `research/selection_replay.py` replays over
+    cached scores. `scorers` (default: `evidence.SCORERS`) names the rankings fused: a research
+    script passes a reference judge's name with its scores in `scores`."""
     hits = list(hits)
-    chosen = evidence_mod.choose(hits, cands, scores, null, settings.words, scorers or settings.scorers,
-                                 settings.whole_thoughts, settings.interleave, settings.off_topic_below)
-    if settings.passage_order and len(chosen.passage_likelihood) == len(hits) > 1:
+    chosen = evidence_mod.choose(hits, cands, scores, null, settings.words, scorers or evidence_mod.SCORERS)
+    if len(chosen.passage_likelihood) == len(hits) > 1:
         order = evidence_mod.passage_order(chosen)
         hits, chosen = [hits[i] for i in order], chosen.renumbered(order)
     return hits, chosen
@@ -298,7 +244,7 @@ def select_evidence(model, question: str, hits: Sequence[Hit], settings: AskSett
     """Score `hits`' units against `question` with the model (`evidence.score`) and choose from
     them as `settings` say (`chosen_evidence`): the passages in the order to show them and the
     evidence numbered to match. What `answer_hits` and the LlamaIndex `UniEvidence` run."""
-    cands, scores, null = evidence_mod.score(model, question, hits, settings.scorers, settings.whole_thoughts)
+    cands, scores, null = evidence_mod.score(model, question, hits)
     return chosen_evidence(hits, cands, scores, null, settings)
 
 
@@ -308,17 +254,17 @@ def answer_hits(model, question: str, hits: Sequence[Hit], settings: AskSettings
     """The answer to `question` from these chunks (already retrieved), as `ask` gives it.
 
     `evidence`, if given, is used as is instead of selecting it again: pass `.hits` and
-    `.evidence` of an earlier Answer to the same question with the same scorers, word budget and
-    passage order (evaluation shares them between answer modes). `unmentioned`: the question's
-    names that the collection never mentions (`never_mentioned()`); given, the answer abstains and
-    says so, unless `settings.abstain_unmentioned` is off."""
+    `.evidence` of an earlier Answer to the same question with the same word budget (evaluation
+    shares them between answer modes). `unmentioned`: the question's names that the collection
+    never mentions (`never_mentioned()`); given, the answer abstains and says so, unless
+    `settings.abstain` is off."""
     if not question.strip():
         raise UniragError("the question is empty")
-    system = ANSWER_SYSTEM if settings.focused else None
-    hits, history = fit(model, question, list(hits)[: settings.top_k], history, settings.max_new_tokens, system)
+    hits, history = fit(model, question, list(hits)[: settings.top_k], history, settings.max_new_tokens,
+                        ANSWER_SYSTEM)
     started = time.perf_counter()
     if evidence is None:
-        if hits and settings.needs_evidence:
+        if hits:
             hits, evidence = select_evidence(model, question, hits, settings)
         else:
             evidence = evidence_mod.Evidence([], float("-inf"))
@@ -326,7 +272,7 @@ def answer_hits(model, question: str, hits: Sequence[Hit], settings: AskSettings
     else:
         selected_s = 0.0
     ev = evidence
-    names_unmentioned = settings.abstain_unmentioned and bool(unmentioned)
+    names_unmentioned = settings.abstain and bool(unmentioned)
     abstained = bool(hits) and (settings.abstains(ev) or names_unmentioned)
     result = Answer(question, hits, ev, abstained, evidence_s=selected_s)
     result._pieces = _pieces(model, question, hits, ev, abstained, history, settings,

@@ -7,18 +7,11 @@ code lines: `sentences.py`) and each unit is scored against the question with th
 - "likelihood": query likelihood (UPR, as the rerank scores chunks) of the question after the
   unit alone (laid out as the embedding lays it out, the unit then EOS, and "Question:");
 - "embedding": cosine of the question's EOS embedding and the unit's;
-- "draft": cosine of the unit's EOS embedding and that of a draft answer the model first writes
-  from the whole chunks (one short sentence, greedy). The model's own writing drifts from its
-  evidence (the generated answers in docs/RESULTS.md), but the draft says what it took the answer
-  to be; the sentence closest to it is quoted, never the draft itself;
 - "answer": how much more likely the model finds the unit as an answer after the question than
   without it (pointwise mutual information; removes the bias towards generic, fluent text). Its
-  "without" half is the unit's words' likelihood with nothing before them, its first word aside;
-- "lexical": content words shared with the question (stemmed; helps where words match), the
-  unit's own counted fully and its neighbours' at half weight;
-- "rank": the retrieval rank of the unit's chunk (a prior: the top chunk answers most often).
+  "without" half is the unit's words' likelihood with nothing before them, its first word aside.
 
-The chosen scorers' rankings are fused by reciprocal rank (the fusion hybrid search uses). Units
+The scorers' rankings are fused by reciprocal rank (the fusion hybrid search uses). Units
 are offered to the word budget in turns (`offer_order`): the fusion's best, then the best of
 each LEADERS scorer's own ranking not yet offered, then the fusion's next, and so on; each is
 taken while it fits `max_words`, counted with one word more for the "[n]" it will be quoted
@@ -54,27 +47,16 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from unirag.model.scoring import read, shared_context_loglikelihoods
-from unirag.answer.attribution import content_words
-from unirag.answer.loops import until_repeat
-from unirag.answer.generate import fit
 from unirag.answer.sentences import Unit, split_units, word_count
 from unirag.answer.whole_thoughts import (Name, announces, asks, binding_of, block_after, closes_unopened, defined_by, one_block,
                              opens_block, points_ahead, points_back, quotable, says_something, section_name,
                              sentence_before, starts_mid_sentence, statement_of, term_of, title_of)
 
-SCORERS = ("likelihood", "embedding", "draft", "answer", "lexical", "rank")
-# chosen on the two dev sets with the rerank's default weight (docs/RESULTS.md, "Answers"): once the
-# likelihood leads the rerank, ranking units by "answer" (each scored as an answer to the question)
-# instead of by their chunk's rank quoted the keys for more questions. "draft" adds a generation to
-# every answer and its gain was within the sets' noise, so it stays selectable, as do "lexical"
-# and "rank"
-DEFAULT_SCORERS = ("likelihood", "embedding", "answer")
-DRAFT_SYSTEM = "Answer the question in one short sentence, using only the passages."
-DRAFT_TOKENS = 24  # its first sentence: what the similarity needs
+# the unit scorers fused; others (a draft answer's embedding, shared words, the chunk's rank) quoted
+# the keys no more often (docs/RESULTS.md, "Answers")
+SCORERS = ("likelihood", "embedding", "answer")
 # the scorers whose own best unit is offered right after the fusion's best (`offer_order`), in
-# this order: the two generative judges. Chosen on the dev sets and three sets for other manuals
-# (docs/RESULTS.md, "Answers"): the embedding's pick as a third gave the same counts (it rarely
-# still fits the budget), and offered before the answer's pick, fewer were right
+# this order: the two generative judges, each the first to find the answering unit for some questions
 LEADERS = ("likelihood", "answer")
 FUSION_K = 10  # reciprocal-rank constant: small, since a question has tens of units, not thousands
 MAX_WORDS = 54  # with one "[n]" per quoted span, an extractive answer stays within 60 words
@@ -85,16 +67,11 @@ MAX_WORDS = 54  # with one "[n]" per quoted span, an extractive answer stays wit
 FIRST_QUOTE_OVERRUN = 6
 MAX_UNIT_TOKENS = 48  # a unit scored as an answer is cut to this many tokens
 # a passage none of whose units' EOS embeddings has this cosine to the question's is about something
-# else, and `choose` does not quote it: a small collection shows its nearest passages even when one
-# is off the question ("Coffee is a beverage ..." after the Moon's distance), and its quotes would
-# fill the answer's budget. 0.1 under the line below which `ask` abstains (0.5): the shown passages
-# that hold the keys of the dev sets' questions reach that line, and a passage on the question's
-# page may sit right at it
+# else, and `choose` does not quote it (a small collection shows its nearest passages even when one
+# is off the question); 0.1 under the line below which `ask` abstains, so on-topic pages stay
 OFF_TOPIC_BELOW = 0.4
 # what follows a unit (as `embed` lays it out: the unit, then EOS) before the question whose
-# likelihood after it is scored. Chosen on both dev sets' cached units against the rerank's
-# instruction ("Please write a question based on this passage."): as many or more answers held
-# their keys without it, and each row is shorter
+# likelihood after it is scored: shorter than the rerank's instruction, and no worse
 UNIT_PROMPT = "\nQuestion:"
 
 
@@ -166,7 +143,6 @@ class _Candidate:
     hit: int
     unit: Unit
     text: str
-    window: str  # the unit with its neighbours
     heading: str
     following: Unit | None = None  # the next unit of the same chunk, if any
     # where it announces `following` and that is a code line, the lines of its block after it
@@ -195,7 +171,7 @@ def _normal(text: str) -> str:
     return " ".join(text.split()).lower()
 
 
-def candidates(hits: Sequence, skip_tails: bool = True) -> list[_Candidate]:
+def candidates(hits: Sequence) -> list[_Candidate]:
     """Every quotable unit of every hit, with the text around it. Retrieved chunks overlap, so a
     unit contained in one already taken from a higher-ranked hit (a sentence cut by the chunk's
     edge, or the same sentence again) is left out, as are a sentence tail at a chunk's start and a
@@ -210,12 +186,10 @@ def candidates(hits: Sequence, skip_tails: bool = True) -> list[_Candidate]:
             text = hit.text[unit.start:unit.end]
             normal = _normal(text)
             if (not quotable(text) or (not unit.code and asks(text))
-                    or (skip_tails and (starts_mid_sentence(hit.text, unit, j == 0)
-                                        or closes_unopened(hit.text, units, j)))
+                    or starts_mid_sentence(hit.text, unit, j == 0) or closes_unopened(hit.text, units, j)
                     or any(normal in seen for seen in taken)):
                 continue
             taken.append(normal)
-            lo, hi = units[max(j - 1, 0)].start, units[min(j + 1, len(units) - 1)].end
             # what an announcing unit is quoted with: the next unit, if it holds code or says
             # something in words (a "Filename: src/main.rs" tag after "as follows:" does not, nor
             # does a template include)
@@ -231,7 +205,7 @@ def candidates(hits: Sequence, skip_tails: bool = True) -> list[_Candidate]:
             example = (block_after(hit.text, units, j + 1)
                        if following is not None and (announces(text) or heads is not None or opens) else ())
             previous = sentence_before(hit.text, units, j)
-            out.append(_Candidate(i, unit, text, hit.text[lo:hi], hit.heading, following, example,
+            out.append(_Candidate(i, unit, text, hit.heading, following, example,
                                   terms[j], previous,
                                   previous_term=None if previous is None else terms[j - 1],
                                   # a term names what it defines, as does a code section's
@@ -265,28 +239,10 @@ def _mean_logprobs(model, context_ids: list[int], continuations: Sequence[list[i
     return [total / max(len(ids), 1) for (total, _), ids in zip(scores, continuations)]
 
 
-def draft_answer(model, question: str, hits: Sequence) -> str:
-    """The model's own short answer from the numbered chunks (greedy, cut where it starts looping);
-    the chunks are trimmed, lowest first, to what fits the context window with the draft."""
-    shown, _ = fit(model, question, hits, (), DRAFT_TOKENS, DRAFT_SYSTEM)
-    # the passages' text alone, numbered: their source labels would only give the draft words
-    # that no sentence of theirs holds
-    context = "\n\n".join(f"[{i}] {hit.text.strip()}" for i, hit in enumerate(shown, 1))
-    messages = [{"role": "system", "content": DRAFT_SYSTEM},
-                {"role": "user", "content": f"{context}\n\nQuestion: {question.strip()}"}]
-    pieces = model.generate(messages, max_new_tokens=DRAFT_TOKENS, temperature=0.0, stream=True)
-    return "".join(until_repeat(pieces)).strip()
-
-
-def score(model, question: str, hits: Sequence, scorers: Sequence[str] = DEFAULT_SCORERS,
-          skip_tails: bool = True) -> tuple[list[_Candidate], dict[str, list[float]], float]:
-    """(candidates, {scorer: score per candidate}, question log-likelihood after an empty passage).
-
-    The likelihood is always computed: abstention reads it."""
-    unknown = set(scorers) - set(SCORERS)
-    if unknown:
-        raise ValueError(f"unknown evidence scorer(s) {sorted(unknown)}; choose from {SCORERS}")
-    cands = candidates(hits, skip_tails)
+def score(model, question: str, hits: Sequence) -> tuple[list[_Candidate], dict[str, list[float]], float]:
+    """(candidates, {scorer: score per candidate} for each of SCORERS, question log-likelihood
+    after an empty passage)."""
+    cands = candidates(hits)
     if not cands:
         return [], {}, 0.0
     encode = lambda text: model.tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
@@ -296,27 +252,10 @@ def score(model, question: str, hits: Sequence, scorers: Sequence[str] = DEFAULT
     reading = read(model, [c.text for c in cands] + [""], encode(UNIT_PROMPT), question_ids, MAX_UNIT_TOKENS)
     null = reading.likelihood[-1]
     scores: dict[str, list[float]] = {"likelihood": reading.likelihood[:-1]}
-    if "embedding" in scorers or "draft" in scorers:
-        texts = [question]
-        if "draft" in scorers:
-            texts.append(draft_answer(model, question, hits) or question)
-        vectors = model.embed(texts)
-        units = reading.vectors[:-1]
-        if "embedding" in scorers:
-            scores["embedding"] = list(units @ vectors[0])
-        if "draft" in scorers:
-            scores["draft"] = list(units @ vectors[-1])
-    if "answer" in scorers:
-        units = [encode(" " + c.text)[:MAX_UNIT_TOKENS] or [model.pad_id] for c in cands]
-        asked = _mean_logprobs(model, encode(f"Question: {question.strip()}\nAnswer:"), units)
-        scores["answer"] = [a - b for a, b in zip(asked, reading.own[:-1])]
-    if "lexical" in scorers:
-        words = content_words(question)
-        # the unit's own shared words first; its neighbours' break ties
-        scores["lexical"] = [len(content_words(c.text) & words) + 0.5 * len(content_words(c.window) & words)
-                             for c in cands]
-    if "rank" in scorers:
-        scores["rank"] = [-float(c.hit) for c in cands]
+    scores["embedding"] = list(reading.vectors[:-1] @ model.embed([question])[0])
+    units = [encode(" " + c.text)[:MAX_UNIT_TOKENS] or [model.pad_id] for c in cands]
+    asked = _mean_logprobs(model, encode(f"Question: {question.strip()}\nAnswer:"), units)
+    scores["answer"] = [a - b for a, b in zip(asked, reading.own[:-1])]
     return cands, scores, null
 
 
@@ -328,12 +267,10 @@ def fuse(scores: dict[str, list[float]], scorers: Sequence[str]) -> np.ndarray:
     return total
 
 
-def offer_order(fused: Sequence[float], scores: dict[str, list[float]], scorers: Sequence[str],
-                interleave: bool = True) -> list[int]:
+def offer_order(fused: Sequence[float], scores: dict[str, list[float]], scorers: Sequence[str]) -> list[int]:
     """The candidates in the order they are offered to the word budget: the ranking by `fused`
-    (`fuse`'s output for `scores`), or, with `interleave`, that ranking and each chosen LEADERS
-    scorer's own ranking taking turns (round robin), each turn giving its best candidate not yet
-    offered.
+    (`fuse`'s output for `scores`) and each chosen LEADERS scorer's own ranking taking turns
+    (round robin), each turn giving its best candidate not yet offered.
 
     Why: the scorers disagree on which unit answers: none ranks the answering unit first for
     more than about a third of the questions, and their first choices differ (docs/RESULTS.md,
@@ -341,9 +278,8 @@ def offer_order(fused: Sequence[float], scores: dict[str, list[float]], scorers:
     high; a budget of 3-4 quotes then leaves out a unit that one judge ranks first and another
     ranks low. Offered in turns, each judge's first choice is quoted beside the fusion's."""
     rankings = [list(np.argsort(-np.asarray(fused), kind="stable"))]
-    if interleave:
-        rankings += [list(np.argsort(-np.asarray(scores[name]), kind="stable"))
-                     for name in LEADERS if name in scorers and name in scores]
+    rankings += [list(np.argsort(-np.asarray(scores[name]), kind="stable"))
+                 for name in LEADERS if name in scorers and name in scores]
     order: list[int] = []
     offered: set[int] = set()
     nexts = [iter(ranking) for ranking in rankings]
@@ -383,41 +319,29 @@ def passed_on(order: Sequence[int], cands: Sequence[_Candidate]) -> list[int]:
 
 
 def choice_order(cands: Sequence[_Candidate], fused: Sequence[float], scores: dict[str, list[float]],
-                 scorers: Sequence[str], interleave: bool = True, whole_thoughts: bool = True) -> list[int]:
+                 scorers: Sequence[str]) -> list[int]:
     """The order `choose` offers the candidates to the word budget in: `offer_order`'s, with each
-    signpost's turn passed on (`passed_on`) under `whole_thoughts`."""
-    order = offer_order(fused, scores, scorers, interleave)
-    return passed_on(order, cands) if whole_thoughts else order
+    signpost's turn passed on (`passed_on`)."""
+    return passed_on(offer_order(fused, scores, scorers), cands)
 
 
-def select(model, question: str, hits: Sequence, max_words: int = MAX_WORDS,
-           scorers: Sequence[str] = DEFAULT_SCORERS, whole_thoughts: bool = True,
-           interleave: bool = True, off_topic_below: float | None = OFF_TOPIC_BELOW) -> Evidence:
+def select(model, question: str, hits: Sequence, max_words: int = MAX_WORDS) -> Evidence:
     """The best units, taken in `offer_order` while they fit `max_words` (each unit counts one
-    word more, for its "[n]"); the first is always kept. With `whole_thoughts`, a unit ending in
-    ":" is quoted with the unit it introduces, a definition's first sentence with its term (or
-    not at all) and a term with its definition's first sentence where that fits, a unit that
-    points back ("That means ...") with the sentence before it, and sentence tails at a chunk's
-    start are no candidates.
-    `interleave`: units are offered in `offer_order`'s turns (False: the fusion's order alone).
-    `off_topic_below`: passages off the question (`on_topic`) are not quoted; None: all are."""
-    cands, scores, null = score(model, question, hits, scorers, whole_thoughts)
-    return choose(hits, cands, scores, null, max_words, scorers, whole_thoughts, interleave, off_topic_below)
+    word more, for its "[n]"), each with what it needs to stand alone; the first is always kept
+    (`score`, then `choose`)."""
+    cands, scores, null = score(model, question, hits)
+    return choose(hits, cands, scores, null, max_words)
 
 
-def reading_order(spans: Sequence[Span], lead: bool = True) -> list[Span]:
-    """The spans as a reader meets them: by their passage's rank, then by place in the passage;
-    with `lead`, the span whose unit best explains the question (the highest question
-    likelihood; the first of ties in `spans`' order) comes first, before that order.
+def reading_order(spans: Sequence[Span]) -> list[Span]:
+    """The spans as a reader meets them: by their passage's rank, then by place in the passage,
+    led by the span whose unit best explains the question (the highest question likelihood; the
+    first of ties in `spans`' order).
 
-    Why: the selection decides which units are quoted, not which comes first. The rerank has
-    already ranked the passages, and units read in their passage's order keep their context; on
-    both dev sets the first quote held the keys more often this way than best-scored first. The
-    likelihood is the scorer that ranks the answering unit first most often ("Where the answers
-    are lost"), and led by its best unit, the first quote held the keys for more answers on both
-    dev sets (docs/RESULTS.md, "Answers")."""
+    Why: units read in their passage's order keep their context, and the likelihood is the scorer
+    that most often ranks the answering unit first."""
     ordered = sorted(spans, key=lambda s: (s.hit, s.start))
-    if lead and ordered:
+    if ordered:
         first = max(spans, key=lambda s: s.likelihood)
         ordered = [first] + [s for s in ordered if s is not first]
     return ordered
@@ -523,20 +447,20 @@ def _closing(text: str, c: _Candidate, spans: Sequence[Span], room: int, start: 
     return begin, end, last
 
 
-def on_topic(cands: Sequence[_Candidate], scores: dict[str, list[float]], below: float | None) -> set[int]:
+def on_topic(cands: Sequence[_Candidate], scores: dict[str, list[float]]) -> set[int]:
     """The passages (hit numbers) with a unit about what the question asks: its "embedding" score
-    (cosine to the question) at least `below`. Every passage when none has one (the answer then
-    abstains, and still shows its closest quote), when `below` is None, or when the "embedding"
-    scorer did not run (nothing says what is off the question)."""
+    (cosine to the question) at least OFF_TOPIC_BELOW. Every passage when none has one (the answer
+    then abstains, and still shows its closest quote) or when there is no "embedding" score
+    (nothing says what is off the question)."""
     every = {c.hit for c in cands}
-    if below is None or "embedding" not in scores:
+    if "embedding" not in scores:
         return every
-    about = {c.hit for c, similarity in zip(cands, scores["embedding"]) if similarity >= below}
+    about = {c.hit for c, similarity in zip(cands, scores["embedding"]) if similarity >= OFF_TOPIC_BELOW}
     return about or every
 
 
 def _taken(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[float]], fused: np.ndarray,
-           order: Sequence[int], quotable_passages: set[int], max_words: int, whole_thoughts: bool,
+           order: Sequence[int], quotable_passages: set[int], max_words: int,
            first_cap: int | None) -> list[Span]:
     """The spans `choose` takes, offering the candidates in `order`: each with what it needs to
     stand alone, while it fits `max_words`. The first may run past the budget (alone its unit
@@ -547,30 +471,28 @@ def _taken(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[f
         c, text, room = cands[i], hits[cands[i].hit].text, max_words - words
         if c.hit not in quotable_passages or _overlaps(spans, c.hit, c.unit.start, c.unit.end):
             continue
-        name = _name(c, spans) if whole_thoughts else None
+        name = _name(c, spans)
         name_words = word_count(name.text) + 1 if name else 0
         # where the name and the unit do not fit, the unit is not quoted (a first quote always
         # comes with its name)
         if name and name_words + word_count(c.text) + 1 > room and spans:
             continue
-        start, end, first, last = c.unit.start, c.unit.end, c.unit, c.unit
         after_name = c.after_name
-        if whole_thoughts:
-            opening = _opening(text, c, spans, room)
-            if opening is None:
-                continue
-            start, first = opening
-            if first is c.previous_term:  # the quote opens with the term it would be named by
-                name, name_words = None, 0
-            elif first is c.unit and c.term is not None and _named_by(spans, c.hit, c.term):
-                # a definition's first sentence whose term names a quote already taken (one of its
-                # later sentences): named by it too, so that the reader, who meets this sentence
-                # first, learns what it defines
-                name, after_name = Name(text[c.term.start:c.term.end], c.term), True
-                name_words = word_count(name.text) + 1
-            start, end, last = _closing(text, c, spans, room, start, first, name_words)
-            if c.opens and last is c.unit and spans:
-                continue  # a block's head without its lines says nothing; a first quote keeps it
+        opening = _opening(text, c, spans, room)
+        if opening is None:
+            continue
+        start, first = opening
+        if first is c.previous_term:  # the quote opens with the term it would be named by
+            name, name_words = None, 0
+        elif first is c.unit and c.term is not None and _named_by(spans, c.hit, c.term):
+            # a definition's first sentence whose term names a quote already taken (one of its
+            # later sentences): named by it too, so that the reader, who meets this sentence
+            # first, learns what it defines
+            name, after_name = Name(text[c.term.start:c.term.end], c.term), True
+            name_words = word_count(name.text) + 1
+        start, end, last = _closing(text, c, spans, room, start, first, name_words)
+        if c.opens and last is c.unit and spans:
+            continue  # a block's head without its lines says nothing; a first quote keeps it
         n = _quoted_words(text, c, first, last, start, end) + name_words
         if n > room and (spans or first_cap is not None and n > first_cap):
             continue
@@ -584,9 +506,7 @@ def _taken(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[f
 
 
 def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[float]], null: float,
-           max_words: int = MAX_WORDS, scorers: Sequence[str] = DEFAULT_SCORERS,
-           whole_thoughts: bool = True, interleave: bool = True,
-           off_topic_below: float | None = OFF_TOPIC_BELOW) -> Evidence:
+           max_words: int = MAX_WORDS, scorers: Sequence[str] = SCORERS) -> Evidence:
     """`select`'s choice from units already scored (`score`'s output): each unit of a passage
     `on_topic` in `offer_order`, with what it needs to stand alone (`_name`, `_opening`,
     `_closing`), while it fits; the first quote may run past `max_words` by FIRST_QUOTE_OVERRUN,
@@ -596,11 +516,10 @@ def choose(hits: Sequence, cands: Sequence[_Candidate], scores: dict[str, list[f
     if not cands:
         return Evidence([], float("-inf"), passage_likelihood=(float("-inf"),) * len(hits))
     fused = fuse(scores, scorers)
-    quotable_passages = on_topic(cands, scores, off_topic_below)
-    order = choice_order(cands, fused, scores, scorers, interleave, whole_thoughts)
-    spans = (_taken(hits, cands, scores, fused, order, quotable_passages, max_words, whole_thoughts,
-                    max_words + FIRST_QUOTE_OVERRUN)
-             or _taken(hits, cands, scores, fused, order, quotable_passages, max_words, whole_thoughts, None))
+    quotable_passages = on_topic(cands, scores)
+    order = choice_order(cands, fused, scores, scorers)
+    spans = (_taken(hits, cands, scores, fused, order, quotable_passages, max_words, max_words + FIRST_QUOTE_OVERRUN)
+             or _taken(hits, cands, scores, fused, order, quotable_passages, max_words, None))
     best_likelihood = max(scores["likelihood"])
     answer_gain = max(scores["answer"]) if "answer" in scores else None
     similarity = float(max(scores["embedding"])) if "embedding" in scores else None

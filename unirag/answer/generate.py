@@ -42,14 +42,6 @@ def build_prompt(question: str, hits: Sequence[Hit], history: Sequence[Turn] = (
     return messages
 
 
-def without_context(question: str, history: Sequence[Turn] = (), system: str | None = None) -> list[dict[str, str]]:
-    """`build_prompt`'s messages with no context at all: what context-aware decoding contrasts
-    the answer's prompt with (not "(no passages were found)", which asks for a refusal)."""
-    messages = build_prompt(question, (), history, system)
-    messages[-1] = {"role": "user", "content": f"Question: {question}"}
-    return messages
-
-
 def fit(model, question: str, hits: Sequence[Hit], history: Sequence[Turn] = (),
         max_new_tokens: int = 256, system: str | None = None) -> tuple[list[Hit], list[Turn]]:
     """Trim history (oldest first), then chunks (lowest first), then the last chunk's text to fit."""
@@ -79,8 +71,7 @@ def answer(model, question: str, hits: Sequence[Hit], history: Sequence[Turn] = 
            max_new_tokens: int = 256, temperature: float = 0.0, stream: bool = True,
            attribute: bool = True,
            stop_repeats: bool = True, system: str | None = None,
-           on_loop: Callable[[], None] | None = None, repetition=None,
-           one_sentence: bool = False, contrast: float = 0.0) -> Iterator[str] | str:
+           on_loop: Callable[[], None] | None = None, one_sentence: bool = False) -> Iterator[str] | str:
     """Generate a grounded answer; with stream=True an iterator of text pieces.
 
     Pass hits and history as `fit()` returns them (the ask flow does): then the prompt fits the
@@ -88,17 +79,12 @@ def answer(model, question: str, hits: Sequence[Hit], history: Sequence[Turn] = 
     With `attribute`, each sentence without a `[n]` of its own gets the number of the passage it
     shares the most words with (`attribution.py`): unirag's attribution, not the model's.
     With `stop_repeats`, the answer ends where it starts repeating a run of words (`loops.py`),
-    and `on_loop` (if given) is called when that happens. `repetition` (a
-    `decoding.RepetitionControl`) bans or penalises repeats of generated tokens. With
-    `one_sentence`, it ends after its first sentence, a first line that only announces it ("The
-    answer is:") left out (`loops.first_sentence`). A `contrast` above 0 decodes context-aware
-    with that weight: each token contrasted with the same prompt without the passages
-    (`decoding.contrast`).
+    and `on_loop` (if given) is called when that happens. With `one_sentence`, it ends after its
+    first sentence, a first line that only announces it ("The answer is:") left out
+    (`loops.first_sentence`).
     """
     messages = build_prompt(question, hits, history, system)
-    plain = without_context(question, history, system) if contrast else None
-    pieces = model.generate(messages, max_new_tokens=max_new_tokens, temperature=temperature, stream=True,
-                            repetition=repetition, without_context=plain, contrast_weight=contrast)
+    pieces = model.generate(messages, max_new_tokens=max_new_tokens, temperature=temperature, stream=True)
     if one_sentence:
         pieces = first_sentence(pieces)
     if stop_repeats:

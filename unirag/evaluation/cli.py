@@ -20,7 +20,6 @@ from unirag.cli.options import (DEFAULT_RERANK, AdapterOpt, ContextWordsOpt, Dec
                            PrecisionOpt, RerankOpt, RetrievalOpt, load_model)
 
 from unirag.errors import UniragError
-from unirag.retrieval.rerank import LIKELIHOOD_WEIGHT
 
 eval_app = typer.Typer(
     help="Evaluate a model: MTEB embedding tasks (embed) and language-modelling tasks (lm).",
@@ -191,12 +190,6 @@ def rag(
     context_words: ContextWordsOpt = 0,
     retrieval: RetrievalOpt = "hybrid",
     rerank: RerankOpt = DEFAULT_RERANK,
-    rerank_fusion: Annotated[bool, typer.Option(help="Fuse the rerank order with the retrieval order "
-                                                "(as `ask` does); off: the likelihood order alone.")] = True,
-    rerank_weight: Annotated[float, typer.Option(min=0.0, help="In that fusion, count the likelihood order this "
-                                                 "many times the retrieval order (as `ask` does).")] = LIKELIHOOD_WEIGHT,
-    query_prefix: Annotated[Optional[str], typer.Option(help="Text the dense search embeds before each question "
-                                                        "(default: the adapter's own; \"Question: \" for the shipped one).")] = None,
     reference: ReferenceOpt = None,
     answers: Annotated[int, typer.Option(min=0, help="Also answer the first N questions through the ask flow and "
                                          "score them (gold keys where the set has them, citations, time).")] = 0,
@@ -204,9 +197,8 @@ def rag(
     max_new_tokens: Annotated[Optional[int], typer.Option(min=1, help="Longest generated answer, in tokens "
                                                           "(default: each variant's own).")] = None,
     variants: Annotated[str, typer.Option(help="Answer variants to measure side by side, comma-separated: "
-                                          "default, extractive, generated, both, chunks; '@s1+s2' picks evidence "
-                                          "scorers; switches such as '@noabstain' and '@units' turn one lever off "
-                                          "(unirag/evaluation/rag.py, answer_variants).")] = "default",
+                                          "default, extractive, generated, both, chunks (generated from the whole "
+                                          "chunks, no evidence selection; unirag/evaluation/rag.py).")] = "default",
     data: DataOpt = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="JSON file for the metrics and every "
                                                    "question's ranking; a .md table is written beside it.")] = None,
@@ -246,8 +238,6 @@ def rag(
         typer.echo(f"unirag: warning: {len(missing)} answer file(s) are not under {docs}: "
                    f"{', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}", err=True)
     uni = load_model(model, adapter, precision, decode_copy=decode_copy)
-    if query_prefix is not None:
-        uni.query_prefix = query_prefix
     if chunk_size + 32 > uni.max_length:
         raise UniragError(f"--chunk-size {chunk_size} leaves no room under the model's max_length {uni.max_length}")
     coll = open_collection(connect(db), collection, uni, create=ingest)
@@ -261,11 +251,8 @@ def rag(
         typer.echo(f"unirag: warning: collection {collection!r} also holds {coll.count() - own} chunks of other "
                    "folders, which compete in retrieval; use a --collection of its own", err=True)
     result = run_rag_eval(uni, coll, items, top_k=top_k, show_progress=progress, answers=answers,
-                          answer_top_k=answer_top_k, mode=retrieval, rerank=rerank,
-                          rerank_fusion=rerank_fusion, variants=chosen, rerank_weight=rerank_weight)
-    label = (f"{uni.name} {collection} {retrieval}"
-             + (f" rerank {rerank}" + ("" if rerank_fusion else " (likelihood only)")
-                + (f" (likelihood x{rerank_weight:g})" if rerank_fusion and rerank_weight != LIKELIHOOD_WEIGHT else "") if rerank else "")
+                          answer_top_k=answer_top_k, mode=retrieval, rerank=rerank, variants=chosen)
+    label = (f"{uni.name} {collection} {retrieval}" + (f" rerank {rerank}" if rerank else "")
              + ("" if embed_headings else " (no headings)"))
     runs = {label: result["metrics"]}
     if reference:
@@ -279,8 +266,7 @@ def rag(
     typer.echo(table, nl=False)
     if output is not None:
         record = {"model": uni.name, "docs": str(docs), "questions": str(questions), "collection": collection,
-                  "retrieval": retrieval, "rerank": rerank, "rerank_fusion": rerank_fusion,
-                  "rerank_weight": rerank_weight,
+                  "retrieval": retrieval, "rerank": rerank,
                   "chunks": coll.count(), "top_k": top_k, "chunk_settings": settings.signature(),
                   "ingest": summary_line, **result}
         output.parent.mkdir(parents=True, exist_ok=True)

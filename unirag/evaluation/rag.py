@@ -139,81 +139,59 @@ def aggregate(per_question: Sequence[Mapping[str, Any]], latencies_s: Sequence[f
     return metrics
 
 
-SWITCHES = {"noabstain": {"abstain_below": None, "abstain_answer_below": None, "abstain_similarity_below": None,
-                          "abstain_unmentioned": False},
-            "noanswergain": {"abstain_answer_below": None}, "nosimilarity": {"abstain_similarity_below": None},
-            "nonames": {"abstain_unmentioned": False}, "offtopic": {"off_topic_below": None},
-            "norepeat": {"no_repeat_ngram": 4},
-            "penalty": {"repetition_penalty": 1.2}, "units": {"whole_thoughts": False},
-            "scoreorder": {"reading_order": False}, "retrievalorder": {"passage_order": False},
-            "fusedorder": {"interleave": False}, "nolead": {"lead_quote": False},
-            "sentences": {"one_sentence": False}}
+@dataclass(frozen=True)
+class WholeChunks:
+    """The "chunks" variant: an answer generated from the whole chunks with the general prompt
+    (`generate.SYSTEM_PROMPT`), no evidence selected and no abstention: the baseline the ask
+    flow's evidence is measured against."""
+
+    top_k: int = 3
+    max_new_tokens: int = 160
 
 
 def answer_variants(names: str | Sequence[str]) -> dict[str, Any]:
-    """AskSettings per variant name: "default" (what `ask` does), "extractive", "generated" (short,
-    from the evidence), "both", or "chunks" (generated from the whole chunks with the general
-    prompt, as before evidence selection). A suffix "@s1+s2" picks the evidence scorers
-    (`answer/evidence.py`), "@noabstain" turns abstention off, "@noanswergain" abstains on relevance
-    alone (not on the best unit's answer score), "@nosimilarity" not on the best unit's similarity
-    to the question, "@nonames" not on names the collection never mentions (`answer/mentions.py`),
-    "@offtopic" quotes passages with no unit about the question too (no `evidence.on_topic`),
-    "@norepeat" bans repeated 4-grams of generated tokens, "@penalty" applies a repetition penalty
-    of 1.2 and "@units" quotes units as cut (no "...:" unit completed, sentence tails at chunk
-    starts kept), "@scoreorder" shows quotes best-scored first instead of in reading order,
-    "@retrievalorder" shows the passages in their retrieval order (no `evidence.passage_order`),
-    "@fusedorder" offers units to the word budget in the fusion's order alone (no
-    `evidence.offer_order` turns), "@nolead" shows the quotes in reading order without the
-    best-explaining one first, "@sentences" lets a generated answer go on past its first
-    sentence and "@wordsN" (e.g. "@words48") gives the quoted evidence a budget of N words instead
-    of the answer mode's (`AskSettings.evidence_words`) and "@cadA" (e.g. "@cad0.5") decodes generated
-    tokens context-aware with weight A (`AskSettings.contrast`), so each lever is measured alone."""
+    """Settings per variant name: "default" (what `ask` does), "extractive", "generated" (short,
+    from the evidence) and "both" (`AskSettings`), or "chunks" (`WholeChunks`)."""
     from dataclasses import replace
 
     from unirag.answer.ask import AskSettings
-    from unirag.answer.evidence import SCORERS
 
     base = AskSettings()
     table = {"default": base, "extractive": replace(base, answer="extractive"),
              "generated": replace(base, answer="generated"), "both": replace(base, answer="both"),
-             "chunks": replace(base, answer="generated", focused=False, max_new_tokens=160, abstain_below=None,
-                                abstain_answer_below=None, abstain_similarity_below=None,
-                                abstain_unmentioned=False)}
+             "chunks": WholeChunks()}
     names = [n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)
     out = {}
     for name in filter(None, names):
-        head, _, tail = name.partition("@")
-        if head not in table:
-            raise UniragError(f"unknown answer variant {head!r}; choose from {', '.join(table)}")
-        settings = table[head]
-        for part in filter(None, tail.split("@")) if tail else ():
-            if part in SWITCHES:
-                settings = replace(settings, **SWITCHES[part])
-                continue
-            if re.fullmatch(r"words[1-9][0-9]*", part):
-                settings = replace(settings, evidence_words=int(part[len("words"):]))
-                continue
-            if re.fullmatch(r"cad[0-9]+(\.[0-9]+)?", part):
-                settings = replace(settings, contrast=float(part[len("cad"):]))
-                continue
-            scorers = tuple(part.split("+"))
-            if not set(scorers) <= set(SCORERS):
-                raise UniragError(f"unknown evidence scorer in {name!r}; choose from {', '.join(SCORERS)}")
-            settings = replace(settings, scorers=scorers)
-        out[name] = settings
+        if name not in table:
+            raise UniragError(f"unknown answer variant {name!r}; choose from {', '.join(table)}")
+        out[name] = table[name]
     return out
+
+
+def chunks_answer(model, question: str, hits, settings: WholeChunks):
+    """The `WholeChunks` answer to `question` from these hits, as an `ask.Answer` (not yet streamed)."""
+    from unirag.answer.ask import NO_ANSWER, Answer
+    from unirag.answer.evidence import Evidence
+    from unirag.answer.generate import answer, fit
+
+    shown, _ = fit(model, question, list(hits)[: settings.top_k], (), settings.max_new_tokens)
+    result = Answer(question, shown, Evidence([], float("-inf")), abstained=False)
+    result._pieces = (answer(model, question, shown, max_new_tokens=settings.max_new_tokens, stream=True,
+                             on_loop=lambda: setattr(result, "looped", True)) if shown
+                      else iter([NO_ANSWER + " (No passages were found: the collection is empty.)"]))
+    return result
 
 
 def run_rag_eval(model, collection, questions: Sequence[Question], top_k: int = 5,
                  show_progress: bool = False, answers: int = 0, answer_top_k: int = 3,
-                 mode: str = "hybrid", retriever=None, rerank: int = 0, rerank_fusion: bool = True,
-                 variants: Mapping[str, Any] | None = None,
-                 rerank_weight: float | None = None) -> dict[str, Any]:
+                 mode: str = "hybrid", retriever=None, rerank: int = 0,
+                 variants: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Retrieve for every question with `pipeline.retrieve`; per-question rankings and the aggregate.
 
     The first `answers` questions are also answered from their top `answer_top_k` chunks by each
-    of `variants` ({label: AskSettings}, default: `ask`'s own settings) through `rag.ask.answer_hits`,
-    the flow `ask` runs, and scored by `evaluation.answers` (keys, when the set has them) and
+    of `variants` ({label: AskSettings or WholeChunks}, default: `ask`'s own settings) through
+    `ask.answer_hits`, the flow `ask` runs (`chunks_answer` for WholeChunks), and scored by `evaluation.answers` (keys, when the set has them) and
     `score_answer` (citations). `retriever(question, top_k) -> hits`, if given, replaces
     `pipeline.retrieve` (a reference encoder).
     """
@@ -226,8 +204,7 @@ def run_rag_eval(model, collection, questions: Sequence[Question], top_k: int = 
     from unirag.evaluation import answers as answer_scores
 
     def ranked(question: str, k: int):
-        return retriever(question, k) if retriever else retrieve(model, collection, question, k, mode, rerank, rerank_fusion,
-                                                                      rerank_weight)
+        return retriever(question, k) if retriever else retrieve(model, collection, question, k, mode, rerank)
 
     depths = depths_for(top_k)
     ranked(questions[0].question, top_k)  # warm-up (and BM25 build), not timed
@@ -252,14 +229,15 @@ def run_rag_eval(model, collection, questions: Sequence[Question], top_k: int = 
         selected: dict[tuple, tuple[Any, float]] = {}  # (evidence, seconds) shared by variants that select alike
         for label, settings in variants.items():
             settings = replace(settings, top_k=answer_top_k)
-            key = (settings.scorers, settings.words, settings.focused, settings.max_new_tokens,
-                   settings.whole_thoughts, settings.passage_order, settings.interleave, settings.off_topic_below)
-            shown, evidence, reused_s = (selected.get(key, (top, None, 0.0)) if settings.needs_evidence
-                                         else (top, None, 0.0))
-            t0 = time.perf_counter() - reused_s  # a variant that reuses the selection is timed with it
-            result = answer_hits(model, q.question, shown, settings, evidence=evidence, unmentioned=unmentioned)
-            if settings.needs_evidence and key not in selected:
-                selected[key] = (result.hits, result.evidence, result.evidence_s)
+            if isinstance(settings, WholeChunks):
+                t0 = time.perf_counter()
+                result = chunks_answer(model, q.question, top, settings)
+            else:
+                key = (settings.words, settings.max_new_tokens)
+                shown, evidence, reused_s = selected.get(key, (top, None, 0.0))
+                t0 = time.perf_counter() - reused_s  # a variant that reuses the selection is timed with it
+                result = answer_hits(model, q.question, shown, settings, evidence=evidence, unmentioned=unmentioned)
+                selected.setdefault(key, (result.hits, result.evidence, result.evidence_s))
             first = None
             for piece in result.stream():
                 if first is None and piece.strip():

@@ -6,7 +6,7 @@ weights behind both (tests check the parameter objects are identical).
 
 The pure helpers live beside it, by job: `pooling.py` (token layout per pooling: eos, last,
 mean, echo; batches by a token budget; pooled vectors), `precision.py` (autocast, bf16-held
-weights), `decoding.py` (sampling, repetition control), `prefix_cache.py` (KV reuse from an
+weights), `decoding.py` (sampling), `prefix_cache.py` (KV reuse from an
 embedding pass), `split_head.py` (the LM head on all threads), `quantized_decode.py` (the 4- or 8-bit
 copy generated tokens read), `lean_step.py` (a generated token over it, for Llama decoders) and
 `native_step.py` (that step compiled).
@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 import numpy as np
 import torch
 
-from unirag.model.decoding import RepetitionControl, apply_repetition, contrast, sample
+from unirag.model.decoding import sample
 from unirag.errors import UniragError
 from unirag.model.hardware import resolve_precision
 from unirag.model.fast_decode.lean_step import LeanStep
@@ -342,22 +342,15 @@ class UniModel:
 
     def generate(self, prompt: str | Messages, max_new_tokens: int = 256, temperature: float = 0.0,
                  top_p: float = 1.0, stream: bool = False, system: str | None = None,
-                 seed: int | None = None, prefix: PrefixCache | None = None,
-                 repetition: RepetitionControl | None = None, without_context: str | Messages | None = None,
-                 contrast_weight: float = 0.0) -> str | Iterator[str]:
+                 seed: int | None = None, prefix: PrefixCache | None = None) -> str | Iterator[str]:
         """Answer a prompt (or chat messages). Greedy when temperature is 0.
 
         With stream=True, returns an iterator of text pieces as they are decoded. `prefix`
         (from `embed_with_cache`) skips the prefill of the prompt tokens it already holds.
-        `repetition` bans or penalises repeats of generated tokens (`decoding.py`).
-        `without_context` (the same prompt without its context) and a `contrast_weight` above 0
-        decode context-aware (`decoding.contrast`): each token is chosen by contrasting the two.
         """
         ids = self.prompt_ids(prompt, system)
         self._check_fits(len(ids), max_new_tokens)
-        plain = self.prompt_ids(without_context, system) if without_context is not None and contrast_weight else None
-        pieces = self.text_pieces(self.generate_ids(ids, max_new_tokens, temperature, top_p, seed, prefix,
-                                                    repetition, plain, contrast_weight))
+        pieces = self.text_pieces(self.generate_ids(ids, max_new_tokens, temperature, top_p, seed, prefix))
         return pieces if stream else "".join(pieces)
 
     def text_pieces(self, token_ids: Iterable[int]) -> Iterator[str]:
@@ -375,15 +368,11 @@ class UniModel:
 
     def generate_ids(self, prompt_ids: list[int], max_new_tokens: int = 256, temperature: float = 0.0,
                      top_p: float = 1.0, seed: int | None = None,
-                     prefix: PrefixCache | None = None, repetition: RepetitionControl | None = None,
-                     plain_ids: list[int] | None = None, contrast_weight: float = 0.0) -> Iterator[int]:
+                     prefix: PrefixCache | None = None) -> Iterator[int]:
         """Yield new token ids one by one (stop tokens are not yielded).
 
         With a `prefix`, the longest run of leading prompt ids it shares (leaving at least one
         to prefill) comes from a copy of its cache, and only the rest of the prompt is run.
-        With `plain_ids` (the prompt without its context) and a `contrast_weight` above 0, a second
-        stream decodes the same tokens after them, and each token is chosen from the contrast of
-        the two (`decoding.contrast`): twice the work per token.
         """
         from transformers import DynamicCache
 
@@ -394,11 +383,7 @@ class UniModel:
         else:
             cache = DynamicCache(config=self.model.config)
         log.debug("generate: %d of %d prompt tokens reused from the prefix cache", reused, len(prompt_ids))
-        plain = None
-        if plain_ids and contrast_weight:
-            plain = (DynamicCache(config=self.model.config), plain_ids, contrast_weight)
-        yield from self._decode(cache, prompt_ids[reused:], max_new_tokens, temperature, top_p, seed, repetition,
-                                plain)
+        yield from self._decode(cache, prompt_ids[reused:], max_new_tokens, temperature, top_p, seed)
 
     def _check_fits(self, prompt_tokens: int, max_new_tokens: int) -> None:
         if prompt_tokens + max_new_tokens > self.context_window:
@@ -428,17 +413,11 @@ class UniModel:
         return static_copy(cache, self.model.config, max(needed, min(size, self.context_window)))
 
     def _decode(self, cache, step_ids: list[int], max_new_tokens: int, temperature: float, top_p: float,
-                seed: int | None, repetition: RepetitionControl | None = None,
-                plain: tuple[object, list[int], float] | None = None) -> Iterator[int]:
-        """Feed `step_ids` (the prompt tokens `cache` does not hold yet), then sample token by token.
-
-        `plain` (a cache, the prompt ids it lacks, a weight) is a second stream, the prompt without
-        its context, fed the same tokens; each token's logits are then the contrast of the two."""
+                seed: int | None) -> Iterator[int]:
+        """Feed `step_ids` (the prompt tokens `cache` does not hold yet), then sample token by token."""
         generator = torch.Generator().manual_seed(seed) if seed is not None else None
         stops = self._stop_ids()
-        streams = [[cache, torch.tensor([step_ids], device=self.device)]]
-        if plain is not None:
-            streams.append([plain[0], torch.tensor([plain[1]], device=self.device)])
+        step_input = torch.tensor([step_ids], device=self.device)
         generated: list[int] = []
         for step in range(max_new_tokens):
             # Contexts are entered per step, not around the loop: a streaming consumer (e.g. a
@@ -453,36 +432,28 @@ class UniModel:
             # (docs/PERFORMANCE.md section 2).
             # The LM head runs on the last position only, in its own (fp32) precision.
             # With a decode copy, generated tokens' steps (not the prompt's) run on it, and a
-            # greedy token with no repetition control comes from its shortlisting head
-            # (DecodeCopy.greedy_token: the unquantized head's argmax, from a smaller copy).
-            # A second stream (context-aware decoding) runs each step the same way on its own cache.
+            # greedy token comes from its shortlisting head (DecodeCopy.greedy_token: the
+            # unquantized head's argmax, from a smaller copy).
             quantized = self.decode_copy is not None and step > 0
-            shortlist = (quantized and temperature <= 0 and plain is None
-                         and not (repetition is not None and repetition.active))
+            shortlist = quantized and temperature <= 0
             with self._lock, torch.inference_mode():
-                hiddens = []
-                for stream in streams:
-                    if step == 1:
-                        stream[0] = self._cache_for_steps(stream[0], max_new_tokens)
-                    if step > 0 and self._lean is not None:
-                        hiddens.append(self._lean.hidden(generated[-1], stream[0]))
-                    else:
-                        hiddens.append(self._forward_step(step, stream[1], stream[0], quantized))
-                if shortlist:
-                    next_id = self.decode_copy.greedy_token(hiddens[0][0, -1])
+                if step == 1:
+                    cache = self._cache_for_steps(cache, max_new_tokens)
+                if step > 0 and self._lean is not None:
+                    hidden = self._lean.hidden(generated[-1], cache)
                 else:
-                    rows = [self._next_token_logits(hidden, quantized).float().cpu() for hidden in hiddens]
+                    hidden = self._forward_step(step, step_input, cache, quantized)
+                if shortlist:
+                    next_id = self.decode_copy.greedy_token(hidden[0, -1])
+                else:
+                    logits = self._next_token_logits(hidden, quantized).float().cpu()
             if not shortlist:
-                logits = rows[0] if plain is None else contrast(rows[0], rows[1], plain[2])
-                if repetition is not None:
-                    logits = apply_repetition(logits, generated, repetition)
                 next_id = sample(logits, temperature, top_p, generator)
             if next_id in stops:
                 return
             generated.append(next_id)
             yield next_id
-            for stream in streams:
-                stream[1] = torch.tensor([[next_id]], device=self.device)
+            step_input = torch.tensor([[next_id]], device=self.device)
 
     def _cache_for_steps(self, cache, max_new_tokens: int):
         """Where generated tokens' keys and values go after the prompt's step: the lean step's

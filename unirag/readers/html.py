@@ -10,7 +10,7 @@ contents and indexes by a class or by being lists (or tables) of links to the pa
 a few rules below read those. No site-specific rules and no scoring of content, so what is
 dropped is predictable.
 Main-content extractors (trafilatura, readability) were measured against this on real
-documentation: benchmarks/html_reading.py.
+documentation: research/html_reading.py.
 
 Uses only the standard library's parser: the page becomes a flat list of events, each flagged with
 what its ancestors are; `_main_content` keeps what a reader reads, and `_Markdown` writes it with

@@ -143,7 +143,7 @@ def ingest(model, collection, root: str | Path, *, settings: ChunkSettings = Chu
 
     With `workers` > 1, this call is one of several processes sharing the work (`share_of`); the
     first also drops removed files and reports what the scan skipped. `reuse_vectors=False`
-    embeds every chunk of a changed file again (what benchmarks/reingest.py compares against)."""
+    embeds every chunk of a changed file again (what research/reingest.py compares against)."""
     started = time.perf_counter()
     root = Path(root).expanduser()
     files, skipped, ignored = scan(root)

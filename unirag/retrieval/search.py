@@ -56,17 +56,15 @@ def pages_label(metadata: dict) -> str:
     return f"p. {first}" if last == first else f"pp. {first}-{last}"
 
 
-def retrieve(model, collection, question: str, top_k: int = 5, mode: str = "hybrid", rerank: int = 0,
-             rerank_fusion: bool = True, rerank_weight: float | None = None) -> list[Hit]:
+def retrieve(model, collection, question: str, top_k: int = 5, mode: str = "hybrid", rerank: int = 0) -> list[Hit]:
     """The top_k chunks for the question, best first.
 
     mode "dense": nearest EOS embeddings. "lexical": BM25 over the same chunks (`lexical.py`).
     "hybrid" (default): the top CANDIDATES of each, fused by reciprocal rank.
     A chunk whose text a higher-ranked one already holds is left out (`distinct`).
     rerank=N: the first N of that ranking are reordered by the same model's query likelihood
-    (`rerank.py`), fused with their retrieval order (the likelihood's counted `rerank_weight` times,
-    None: `rerank.LIKELIHOOD_WEIGHT`) unless rerank_fusion=False, before the top_k are kept; 0
-    leaves the ranking as it is.
+    (`rerank.py`), fused with their retrieval order, before the top_k are kept; 0 leaves the
+    ranking as it is.
     """
     if not question.strip():
         raise UniragError("the question is empty")
@@ -101,10 +99,9 @@ def retrieve(model, collection, question: str, top_k: int = 5, mode: str = "hybr
             read += len(more)
             hits = distinct(hits + _hits(collection, more, known))
     if rerank:
-        from unirag.retrieval.rerank import LIKELIHOOD_WEIGHT, rerank as rerank_hits
+        from unirag.retrieval.rerank import rerank as rerank_hits
 
-        weight = LIKELIHOOD_WEIGHT if rerank_weight is None else rerank_weight
-        hits = rerank_hits(model, question, hits, rerank, fuse=rerank_fusion, weight=weight)
+        hits = rerank_hits(model, question, hits, rerank)
     return hits[:top_k]
 
 

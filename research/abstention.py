@@ -2,9 +2,9 @@
 not answer it.
 
 Why: the ask flow answers "The documents don't say." when the best evidence explains the question
-too weakly (`AskSettings.abstain_below`; relevance as `answer/evidence.py` defines it), when no unit
-reads as an answer to it (`abstain_answer_below`), or when no unit is about what it asks
-(`abstain_similarity_below`). A threshold trades false abstentions (answerable questions refused)
+too weakly (`ask.ABSTAIN_BELOW`; relevance as `answer/evidence.py` defines it), when no unit
+reads as an answer to it (`ABSTAIN_ANSWER_BELOW`), or when no unit is about what it asks
+(`ABSTAIN_SIMILARITY_BELOW`). A threshold trades false abstentions (answerable questions refused)
 against true ones. For each question this retrieves its top `--top-k` chunks as `ask` does, and
 scores the evidence on those chunks; on the chunks retrieved for another question of the same set
 (`--shift` further on); for every other set given, that set's questions asked of this collection
@@ -16,16 +16,16 @@ per threshold, how many of each fall under it, over all the question sets togeth
 alone, the rule of relevance and the best unit's answer score (`Evidence.answer_gain`) per pair of
 thresholds, then the ask flow's rule with the best unit's similarity to the question
 (`Evidence.similarity`) under each threshold, and the test on names the question gives that the
-collection never mentions (`answer/mentions.py`, `AskSettings.abstain_unmentioned`) alone, beside the
-evidence tests and with them.
+collection never mentions (`answer/mentions.py`) alone, beside the evidence tests and with them.
+Each rule is a `Rule`: the ask flow's tests with other thresholds, or some of them left out.
 
-    python benchmarks/abstention.py --db runs/db \
+    python research/abstention.py --db runs/db \
         --set rust=../shared/data/eval/rag/rust_book_dev_answers.jsonl \
         --set pydocs=../shared/data/eval/rag/python_docs_dev.jsonl \
         [--unrelated ../shared/data/eval/lm/arc_easy.jsonl --unrelated ../shared/data/eval/lm/piqa.jsonl] \
         [--output runs/bench/abstention.json]
-    python benchmarks/abstention.py --tables-from runs/bench/abstention.json  # the tables again
-    python benchmarks/abstention.py --db runs/db --set ... --names-only  # the names test alone, no model
+    python research/abstention.py --tables-from runs/bench/abstention.json  # the tables again
+    python research/abstention.py --db runs/db --set ... --names-only  # the names test alone, no model
 
 Each --set is COLLECTION=QUESTIONS (a collection already ingested into --db).
 """
@@ -36,9 +36,11 @@ import argparse
 import json
 import statistics
 import sys
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# its sibling trials, then the benchmarks' shared helpers (bench_common, retrieval, embedding)
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1] / "benchmarks")]
 from bench_common import machine_info, markdown_table, write_json  # noqa: E402
 
 THRESHOLDS = [round(0.1 * i, 1) for i in range(0, 16)]
@@ -56,7 +58,7 @@ def signals(model, question: str, hits, collection) -> tuple[float, float | None
     from unirag.answer.ask import never_mentioned
     from unirag.answer.evidence import select
 
-    evidence = select(model, question, hits, scorers=("likelihood", "answer", "embedding"))
+    evidence = select(model, question, hits)
     return (evidence.relevance, evidence.answer_gain, evidence.similarity,
             int(bool(never_mentioned(collection, question))))
 
@@ -70,77 +72,79 @@ def unrelated_questions(path: str, n: int, step: int) -> list[str]:
     return texts[:n]
 
 
-def _refused(rule, column: list) -> str:
-    """"k/n": how many of a column's signals (relevance, gain[, similarity[, unmentioned]]) `rule`
-    (AskSettings) refuses."""
-    from unirag.answer.evidence import Evidence
+@dataclass(frozen=True)
+class Rule:
+    """The ask flow's abstention tests (`AskSettings.abstains`, then the names test) with these
+    thresholds; None (False for the names) leaves a test out."""
 
-    def refuses(values) -> bool:
+    below: float | None
+    answer_below: float | None
+    similarity_below: float | None
+    unmentioned: bool = True
+
+    @classmethod
+    def ask_flow(cls) -> "Rule":
+        from unirag.answer.ask import ABSTAIN_ANSWER_BELOW, ABSTAIN_BELOW, ABSTAIN_SIMILARITY_BELOW
+
+        return cls(ABSTAIN_BELOW, ABSTAIN_ANSWER_BELOW, ABSTAIN_SIMILARITY_BELOW)
+
+    def refuses(self, values) -> bool:
         # files written before the similarity or the names test lack them
         relevance, gain, similarity, unmentioned = (list(values) + [None, None, 0])[:4]
-        return (rule.abstains(Evidence([], relevance, gain, similarity=similarity))
-                or bool(rule.abstain_unmentioned and unmentioned))
+        return ((self.below is not None and relevance < self.below)
+                or (self.answer_below is not None and gain is not None and gain < self.answer_below)
+                or (self.similarity_below is not None and similarity is not None
+                    and similarity < self.similarity_below)
+                or bool(self.unmentioned and unmentioned))
 
-    return f"{sum(refuses(v) for v in column)}/{len(column)}"
+
+def _refused(rule: Rule, column: list) -> str:
+    """"k/n": how many of a column's signals (relevance, gain[, similarity[, unmentioned]]) `rule` refuses."""
+    return f"{sum(rule.refuses(v) for v in column)}/{len(column)}"
 
 
 def table_rows(*columns: list[float]) -> list[list]:
     return [[t] + [f"{sum(r < t for r in values)}/{len(values)}" for values in columns] for t in THRESHOLDS]
 
 
-def rule_rows(settings, *columns: list) -> list[list]:
+def rule_rows(*columns: list) -> list[list]:
     """Per (relevance threshold, answer-gain threshold): how many signals (relevance, gain[,
-    similarity]) the rule of those two tests (`AskSettings.abstains`, similarity left out) refuses."""
-    from dataclasses import replace
-
-    rows = []
-    for below in RULE_RELEVANCE:
-        for t in GAIN_THRESHOLDS:
-            rule = replace(settings, abstain_below=below, abstain_answer_below=t, abstain_similarity_below=None,
-                           abstain_unmentioned=False)
-            rows.append([below, t] + [_refused(rule, values) for values in columns])
-    return rows
+    similarity]) the rule of those two tests (similarity and names left out) refuses."""
+    return [[below, t] + [_refused(Rule(below, t, None, False), values) for values in columns]
+            for below in RULE_RELEVANCE for t in GAIN_THRESHOLDS]
 
 
-def similarity_rows(settings, *columns: list) -> list[list]:
+def similarity_rows(*columns: list) -> list[list]:
     """Per similarity threshold: how many signals the ask flow's evidence tests refuse with it (its
     own relevance and answer-gain thresholds; not the names test)."""
-    from dataclasses import replace
-
-    rows = []
-    for t in SIMILARITY_THRESHOLDS:
-        rule = replace(settings, abstain_similarity_below=t, abstain_unmentioned=False)
-        rows.append([t] + [_refused(rule, values) for values in columns])
-    return rows
+    flow = Rule.ask_flow()
+    return [[t] + [_refused(replace(flow, similarity_below=t, unmentioned=False), values) for values in columns]
+            for t in SIMILARITY_THRESHOLDS]
 
 
-def names_rows(settings, *columns: list) -> list[list]:
+def names_rows(*columns: list) -> list[list]:
     """How many signals the names test refuses alone, the evidence tests alone, and both (the ask
     flow's rule)."""
-    from dataclasses import replace
-
-    rules = (("names never mentioned", replace(settings, abstain_below=None, abstain_answer_below=None,
-                                                abstain_similarity_below=None)),
-             ("evidence tests", replace(settings, abstain_unmentioned=False)),
-             ("either (the ask flow)", settings))
+    flow = Rule.ask_flow()
+    rules = (("names never mentioned", Rule(None, None, None, True)),
+             ("evidence tests", replace(flow, unmentioned=False)),
+             ("either (the ask flow)", flow))
     return [[label] + [_refused(rule, values) for values in columns] for label, rule in rules]
 
 
 def report(per_set: dict) -> None:
     """The tables, from the signals per set ({kind: [(relevance, gain, similarity)]}, KINDS)."""
-    from unirag.answer.ask import AskSettings
-
     kinds = [k for k in KINDS if any(k in v for v in per_set.values())]
     heads = tuple(HEADS[KINDS.index(k)] for k in kinds)
     columns = [[x for v in per_set.values() for x in v.get(k, [])] for k in kinds]
     relevance = [[x[0] for x in values] for values in columns]
     print(markdown_table(("abstain below",) + heads, table_rows(*relevance)))
     print("\nrelevance under the first threshold, or answer gain under the second:")
-    print(markdown_table(("relevance below", "answer gain below") + heads, rule_rows(AskSettings(), *columns)))
+    print(markdown_table(("relevance below", "answer gain below") + heads, rule_rows(*columns)))
     print("\nthe ask flow's evidence tests, the best unit's similarity to the question under the threshold:")
-    print(markdown_table(("similarity below",) + heads, similarity_rows(AskSettings(), *columns)))
+    print(markdown_table(("similarity below",) + heads, similarity_rows(*columns)))
     print("\nnames the question gives that the collection never mentions, the evidence tests, and either:")
-    print(markdown_table(("rule",) + heads, names_rows(AskSettings(), *columns)))
+    print(markdown_table(("rule",) + heads, names_rows(*columns)))
 
     # pooled counts hide that relevance is on another scale in each collection
     def median(values: list) -> str:
@@ -242,9 +246,9 @@ def main() -> None:
                                     "top_k": args.top_k, "shift": args.shift,
                                     "unrelated": args.unrelated, "unrelated_n": args.unrelated_n,
                                     "unrelated_step": args.unrelated_step,
-                                    "abstain_below": settings.abstain_below,
-                                    "abstain_answer_below": settings.abstain_answer_below,
-                                    "abstain_similarity_below": settings.abstain_similarity_below,
+                                    "abstain_below": Rule.ask_flow().below,
+                                    "abstain_answer_below": Rule.ask_flow().answer_below,
+                                    "abstain_similarity_below": Rule.ask_flow().similarity_below,
                                     # (relevance, answer gain, similarity, names never mentioned) per question
                                     "signals": per_set})
     print(f"wrote {path}")

@@ -14,7 +14,7 @@ log p("Yes") - log p("No") after its chat template. For each dev set this retrie
 File-level hit@1/3/5 and MRR per set (`unirag.evaluation.rag.score_ranking`), from collections
 already ingested (benchmarks/retrieval.py or `unirag eval rag` build them).
 
-    python benchmarks/rerank_scorers.py [--db runs/db] [--sets rust,pydocs] [--depth 5]
+    python research/rerank_scorers.py [--db runs/db] [--sets rust,pydocs] [--depth 5]
         [--output runs/bench/rerank_scorers.json]
 """
 
@@ -24,7 +24,8 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# its sibling trials, then the benchmarks' shared helpers (bench_common, retrieval, embedding)
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1] / "benchmarks")]
 from bench_common import machine_info, markdown_table, write_json  # noqa: E402
 from retrieval import SETS  # noqa: E402
 

@@ -21,7 +21,7 @@ Readers: `before` (`html_to_markdown` at git revision `--baseline`, the whole pa
 `favor_recall`), and readability-lxml's article selection rendered by the working tree's reader.
 
     pip install trafilatura readability-lxml   # the extractors compared (they bring lxml)
-    python benchmarks/html_reading.py [--docs ../shared/data/docs/python-docs] [--words]
+    python research/html_reading.py [--docs ../shared/data/docs/python-docs] [--words]
         [--baseline a618ec1] [--output runs/bench/html_reading.json]
 """
 
@@ -36,7 +36,8 @@ import types
 from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# its sibling trials, then the benchmarks' shared helpers (bench_common, retrieval, embedding)
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1] / "benchmarks")]
 from bench_common import ROOT, machine_info, markdown_table, write_json  # noqa: E402
 
 DEFAULT_HTML = ROOT.parent / "shared" / "data" / "docs" / "python-docs"

@@ -3,8 +3,8 @@
 Why: the extractive answer is only as right as the units it quotes (`answer/evidence.py`). Key
 accuracy mixes retrieval, selection and quoting; this measures the selection alone. For each
 question of a set with gold keys, it retrieves the chunks `ask` shows (same retrieval, rerank and
-context fit), cuts them into the selector's candidate units, scores them with every scorer
-except the draft (which generates), and counts questions:
+context fit), cuts them into the selector's candidate units, scores them with each scorer
+(`evidence.SCORERS`), and counts questions:
 
 - keys shown: a chunk shown holds every key (the ceiling retrieval leaves);
 - page, not passage: a right file is among the chunks shown but no chunk shown holds the keys
@@ -31,7 +31,7 @@ With --scoring-adapter, a second copy of the model (`none`: the base weights wit
 adapter) scores the same shown chunks' units, and its rows stand beside the default's: whether
 the adapter costs the selection (the model that quotes is the one that embeds).
 
-    python benchmarks/evidence_recall.py --db runs/db \
+    python research/evidence_recall.py --db runs/db \
         --set rust=../shared/data/eval/rag/rust_book_dev_answers.jsonl \
         --set pydocs-main=../shared/data/eval/rag/python_docs_dev.jsonl [--output runs/bench/evidence_recall.json] \
         [--scoring-adapter none] [--reference minilm]
@@ -47,12 +47,13 @@ from collections.abc import Sequence
 from itertools import combinations
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# its sibling trials, then the benchmarks' shared helpers (bench_common, retrieval, embedding)
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1] / "benchmarks")]
 from bench_common import machine_info, markdown_table, write_json  # noqa: E402
 
+from unirag.answer.evidence import SCORERS  # noqa: E402
 from unirag.evaluation.answers import has_keys as holds  # noqa: E402
 
-SCORERS = ("likelihood", "embedding", "answer", "lexical", "rank")
 DEPTHS = (1, 2, 3)
 LEADS = (1, 3, 5, 8)
 
@@ -152,11 +153,10 @@ def main() -> None:
 
     def measured(scorer, q, hits) -> dict:
         """What one model's scoring of the shown chunks' units gives: ranks, selection, leads."""
-        cands, scores, null = evidence.score(scorer, q.question, hits, SCORERS)
-        chosen = evidence.choose(hits, cands, scores, null, settings.words, settings.scorers)
-        scores["default"] = list(evidence.fuse(scores, settings.scorers)) if cands else []
-        offered = (evidence.choice_order(cands, scores["default"], scores, settings.scorers, settings.interleave,
-                                         settings.whole_thoughts) if cands else [])
+        cands, scores, null = evidence.score(scorer, q.question, hits)
+        chosen = evidence.choose(hits, cands, scores, null, settings.words)
+        scores["default"] = list(evidence.fuse(scores, SCORERS)) if cands else []
+        offered = evidence.choice_order(cands, scores["default"], scores, SCORERS) if cands else []
         position = {i: r for r, i in enumerate(offered)}
         # higher is offered sooner; a signpost whose turn went to the unit after it, never
         scores["offered"] = [-float(position.get(i, len(cands))) for i in range(len(cands))]
@@ -167,7 +167,7 @@ def main() -> None:
         if encoder is not None:
             scores["minilm"] = cosines(encoder, q.question, texts) if cands else []
             spans = evidence.choose(hits, cands, scores, null, settings.words,
-                                    with_reference(settings.scorers)).spans
+                                    with_reference(SCORERS)).spans
             reference["selected_reference"] = holds("\n".join(s.text for s in spans), q.keys)
 
         def led(j: int) -> bool:
@@ -213,7 +213,7 @@ def main() -> None:
                           *(f"{n} @1/@2/@3" for n in names)), table))
     out = write_json(args.output, {"machine": machine_info(), "model": model.name, "sets": args.set,
                                    "settings": {"top_k": settings.top_k, "rerank": settings.rerank,
-                                                "words": settings.words, "scorers": list(settings.scorers)},
+                                                "words": settings.words, "scorers": list(SCORERS)},
                                    "scoring_adapter": args.scoring_adapter, "reference": args.reference,
                                    "results": results})
     print(f"wrote {out}")

@@ -7,7 +7,7 @@ linear layers set: the machine's bf16 GEMM rate on the decoder's own layer shape
 `UniModel.embed_batch_tokens` rows), and the tokens/s that rate allows if everything but the
 linear layers cost nothing.
 
-    python benchmarks/profile_embedding.py [--n-texts 64] [--batch-size 16] [--rows 18]
+    python research/profile_embedding.py [--n-texts 64] [--batch-size 16] [--rows 18]
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# its sibling trials, then the benchmarks' shared helpers (bench_common, retrieval, embedding)
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1] / "benchmarks")]
 from bench_common import DEFAULT_DOCS, prose_chunks  # noqa: E402
 from embedding import plain_forward  # noqa: E402
 

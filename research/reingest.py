@@ -11,7 +11,7 @@ again, alternately with and without reuse (each edit is a different sentence). T
 re-ingest, from the scan to the last vector stored. After the last round the collection is
 checked against a clean ingest of the edited page: the same ids and texts, vectors within 1e-4.
 
-    python benchmarks/reingest.py [--page ../shared/data/docs/python-docs/library-datetime.html]
+    python research/reingest.py [--page ../shared/data/docs/python-docs/library-datetime.html]
         [--rounds 2] [--output runs/bench/reingest.json]
 """
 
@@ -28,7 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# its sibling trials, then the benchmarks' shared helpers (bench_common, retrieval, embedding)
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1] / "benchmarks")]
 from bench_common import ROOT, machine_info, markdown_table, write_json  # noqa: E402
 
 DEFAULT_PAGE = ROOT.parent / "shared" / "data" / "docs" / "python-docs" / "library-datetime.html"

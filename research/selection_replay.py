@@ -17,16 +17,15 @@ shown chunks are retrieved once: after re-ingesting a collection, or changing re
 --refresh. Times are not replayed (no scoring runs), so none are reported; `unirag eval rag` is
 the end-to-end measure, this the quick one between its runs.
 
-    python benchmarks/selection_replay.py --db runs/db \\
+    python research/selection_replay.py --db runs/db \\
         --set rust=../shared/data/eval/rag/rust_book_dev_answers.jsonl \\
         --set pydocs-main=../shared/data/eval/rag/python_docs_dev.jsonl \\
-        [--variants extractive,extractive@units] [--cache runs/bench/units] [--refresh] \\
+        [--variants extractive,both] [--cache runs/bench/units] [--refresh] \\
         [--reference minilm] [--output runs/bench/selection_replay.json]
 
-With --reference minilm, each variant that ranks by the model's embedding is answered a second
-time ("VARIANT, minilm") with all-MiniLM-L6-v2's cosines (a separate encoder trained on
-question-answer pairs; never part of `ask`) in the embedding's place in the fusion, as
-`evidence_recall.py --reference` counts it; "extractive@embedding" then ranks by MiniLM alone.
+With --reference minilm, each variant is answered a second time ("VARIANT, minilm") with
+all-MiniLM-L6-v2's cosines (a separate encoder trained on question-answer pairs; never part of
+`ask`) in the embedding's place in the fusion, as `evidence_recall.py --reference` counts it.
 Only the ranking changes: what is off the question and when to abstain still read the model's
 own embedding. Whether a far stronger sentence judge would quote the keys more often, on every
 set the run replays.
@@ -46,7 +45,8 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# its sibling trials, then the benchmarks' shared helpers (bench_common, retrieval, embedding)
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1] / "benchmarks")]
 from bench_common import machine_info, markdown_table, write_json  # noqa: E402
 from evidence_recall import cosines, with_reference  # noqa: E402  (the reference judge, as it counts it)
 
@@ -54,24 +54,17 @@ CACHE_VERSION = 1
 
 
 def cached_scorers() -> tuple[str, ...]:
-    """Every evidence scorer but the draft, which generates an answer per question (not a unit's
-    own score, and slow)."""
+    """The evidence scorers `ask` fuses, whose scores the cache holds per unit (caches written
+    when more scorers existed hold theirs too, unread)."""
     from unirag.answer.evidence import SCORERS
 
-    return tuple(name for name in SCORERS if name != "draft")
+    return SCORERS
 
 
 def unit_key(cand) -> str:
     """Where a candidate sits (passage, start, end) and what it says: a unit keeps its scores only
     while both stay the same."""
     return f"{cand.hit}:{cand.unit.start}:{cand.unit.end}:{cand.text}"
-
-
-def produced(scores: dict[str, list[float]], scorers: Sequence[str]) -> dict[str, list[float]]:
-    """The scores `evidence.score` returns for `scorers`: the likelihood always (abstention reads
-    it), the others only where asked for, so that a variant's abstention signals (answer gain,
-    similarity) are the ones its own scoring would give."""
-    return {name: values for name, values in scores.items() if name == "likelihood" or name in scorers}
 
 
 def lookup(entry: dict, cands) -> dict[str, list[float]] | None:
@@ -93,11 +86,9 @@ REFERENCE = "minilm"  # the reference judge's name, in its scores and its rows' 
 
 
 def referenced(variants: dict) -> dict[str, tuple[str, tuple[str, ...]]]:
-    """{"VARIANT, minilm": (VARIANT, its scorers with the reference judge in the embedding's
-    place)} for each variant that ranks by the embedding (for the others the twin would be the
-    same answer)."""
-    return {f"{label}, {REFERENCE}": (label, with_reference(settings.scorers, REFERENCE))
-            for label, settings in variants.items() if "embedding" in settings.scorers}
+    """{"VARIANT, minilm": (VARIANT, the scorers with the reference judge in the embedding's
+    place)} for each variant."""
+    return {f"{label}, {REFERENCE}": (label, with_reference(cached_scorers(), REFERENCE)) for label in variants}
 
 
 def save(cache: dict, path: Path) -> None:
@@ -184,19 +175,16 @@ def replay_set(model, questions, variants: dict, cache: dict, cache_path: Path, 
                      "unmentioned": list(never_mentioned(collection, q.question)), "units": {}, "null": 0.0}
             cache["entries"][q.question] = entry
         for label, settings in variants.items():
-            system = ANSWER_SYSTEM if settings.focused else None
             fitted, _ = fit(model, q.question, [Hit(**h) for h in entry["hits"]][: settings.top_k], (),
-                            settings.max_new_tokens, system)
+                            settings.max_new_tokens, ANSWER_SYSTEM)
             hits, chosen, judged = fitted, None, None
-            if fitted and settings.needs_evidence:
-                cands = evidence.candidates(fitted, settings.whole_thoughts)
-                scores = lookup(entry, cands)
-                if scores is None:
-                    cands, scores, null = evidence.score(model, q.question, fitted, cached_scorers(),
-                                                         settings.whole_thoughts)
-                    remember(entry, cands, scores, null)
+            if fitted:
+                cands = evidence.candidates(fitted)
+                judged = lookup(entry, cands)
+                if judged is None:
+                    cands, judged, null = evidence.score(model, q.question, fitted)
+                    remember(entry, cands, judged, null)
                     changed = True
-                judged = produced(scores, settings.scorers)
                 hits, chosen = chosen_evidence(fitted, cands, judged, entry["null"], settings)
             per_variant[label].append(answer_row(model, q, entry, settings, hits, chosen))
             for twin, (of, scorers) in twins.items():
@@ -216,8 +204,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", required=True)
     parser.add_argument("--set", action="append", required=True, help="COLLECTION=QUESTIONS.jsonl")
-    parser.add_argument("--variants", default="extractive,extractive@units",
-                        help="answer variants as `unirag eval rag --variants` names them")
+    parser.add_argument("--variants", default="extractive",
+                        help="answer variants as `unirag eval rag --variants` names them (not chunks)")
     parser.add_argument("--cache", default="runs/bench/units", help="folder of the per-set score caches")
     parser.add_argument("--refresh", action="store_true", help="retrieve and score every question again")
     parser.add_argument("--reference", choices=[REFERENCE], help="also answer each variant that ranks by the "
@@ -230,9 +218,8 @@ def main() -> None:
     from unirag.retrieval.store import connect, open_collection
 
     variants = answer_variants(args.variants)
-    for label, settings in variants.items():
-        if "draft" in settings.scorers:
-            raise SystemExit(f"selection_replay: {label!r} uses the draft scorer, which is not cached")
+    if "chunks" in variants:
+        raise SystemExit("selection_replay: the chunks variant selects no evidence; nothing to replay")
     model = UniModel.load()
     encoder = None
     if args.reference:

@@ -8,7 +8,7 @@ torchrun (OMP_NUM_THREADS = threads / workers each, so both use the same cores).
 seconds (model loads included: each worker loads the model), the speed-up, and whether both
 collections hold the same chunk ids.
 
-    python benchmarks/ingest_workers.py [--docs ../shared/data/docs/rust-book/src] [--max-files 24]
+    python research/ingest_workers.py [--docs ../shared/data/docs/rust-book/src] [--max-files 24]
         [--workers 2] [--output runs/bench/ingest_workers.json]
 """
 
@@ -24,7 +24,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# its sibling trials, then the benchmarks' shared helpers (bench_common, retrieval, embedding)
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1] / "benchmarks")]
 from bench_common import DEFAULT_DOCS, machine_info, markdown_table, write_json  # noqa: E402
 
 
