@@ -104,6 +104,8 @@ class AskSettings:
     # the shown passages ordered by retrieval fused with their best unit's likelihood
     # (`evidence.passage_order`; False: the retrieval order)
     passage_order: bool = True
+    # fnmatch-style globs over the chunks' `source`: search only those files (`search.retrieve`); (): all
+    sources: tuple[str, ...] = ()
 
     @property
     def words(self) -> int:
@@ -339,6 +341,7 @@ def ask(model, collection, question: str, settings: AskSettings = AskSettings(),
     """Retrieve for `query` (default: the question) and answer `question` from what was found."""
     if not question.strip():
         raise UniragError("the question is empty")
-    hits = retrieve(model, collection, query or question, settings.top_k, settings.retrieval, settings.rerank)
+    hits = retrieve(model, collection, query or question, settings.top_k, settings.retrieval, settings.rerank,
+                    sources=settings.sources)
     return answer_hits(model, question, hits, settings, history,
                        unmentioned=never_mentioned(collection, question, settings))

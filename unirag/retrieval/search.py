@@ -8,6 +8,7 @@ model (`rerank.py`).
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
@@ -44,7 +45,8 @@ class Hit:
 
 
 def retrieve(model, collection, question: str, top_k: int = 5, mode: str = "hybrid", rerank: int = 0,
-             rerank_fusion: bool = True, rerank_weight: float | None = None) -> list[Hit]:
+             rerank_fusion: bool = True, rerank_weight: float | None = None,
+             sources: Sequence[str] = ()) -> list[Hit]:
     """The top_k chunks for the question, best first.
 
     mode "dense": nearest EOS embeddings. "lexical": BM25 over the same chunks (`lexical.py`).
@@ -54,6 +56,9 @@ def retrieve(model, collection, question: str, top_k: int = 5, mode: str = "hybr
     (`rerank.py`), fused with their retrieval order (the likelihood's counted `rerank_weight` times,
     None: `rerank.LIKELIHOOD_WEIGHT`) unless rerank_fusion=False, before the top_k are kept; 0
     leaves the ranking as it is.
+    sources: fnmatch-style globs over the chunks' `source` (the file's path under the ingested
+    folder, e.g. "guide/*.md"); given, only chunks of matching files are searched, by dense search
+    and BM25 alike, so top_k matching chunks come back (not top_k chunks, then filtered).
     """
     if not question.strip():
         raise UniragError("the question is empty")
@@ -67,16 +72,23 @@ def retrieve(model, collection, question: str, top_k: int = 5, mode: str = "hybr
     count = collection.count()
     if count == 0:
         return []
+    allowed = None
+    if sources:
+        allowed = matching_sources(store.source_counts(collection), sources)
+        if not allowed:
+            raise UniragError(f"no file in collection {collection.name!r} matches --source "
+                              f"{' '.join(sources)}; `unirag collections` lists what it holds")
     dense: list[Hit] = []
     if mode != "lexical":
         vector = model.embed([query_text(model, question)], pooling=store.collection_pooling(collection))[0]
         dense_depth = max(top_k, rerank) if mode == "dense" else max(top_k, rerank, CANDIDATES)
-        dense = dense_search(collection, vector, dense_depth)
+        dense = dense_search(collection, vector, dense_depth, allowed)
     depth = max(top_k, rerank)
     if mode == "dense":
         hits = distinct(dense)
     else:
-        words = lexical.index_for(collection).search(question, depth if mode == "lexical" else max(depth, CANDIDATES))
+        words = lexical.index_for(collection).search(question, depth if mode == "lexical" else max(depth, CANDIDATES),
+                                                     allowed)
         if mode == "lexical":
             ranked = words
         else:
@@ -95,8 +107,15 @@ def retrieve(model, collection, question: str, top_k: int = 5, mode: str = "hybr
     return hits[:top_k]
 
 
-def dense_search(collection, vector, depth: int) -> list[Hit]:
-    """The `depth` chunks nearest to `vector`, nearest first (score: cosine similarity).
+def matching_sources(counts: dict[str, int], globs: Sequence[str]) -> set[str]:
+    """The sources (of `store.source_counts`) that match any of the fnmatch-style `globs`; a
+    glob also matches a source it names exactly, and case matters."""
+    return {source for source in counts if any(source == g or fnmatch.fnmatchcase(source, g) for g in globs)}
+
+
+def dense_search(collection, vector, depth: int, sources: set[str] | None = None) -> list[Hit]:
+    """The `depth` chunks nearest to `vector`, nearest first (score: cosine similarity); with
+    `sources`, the nearest among the chunks of those files (Chroma filters before it ranks).
 
     Chroma's HNSW index is approximate, and searches with a candidate list as long as the larger
     of its `ef_search` (100) and the results asked for. On the dev collections (2-3 thousand
@@ -108,10 +127,11 @@ def dense_search(collection, vector, depth: int) -> list[Hit]:
     one of the top 20); 400 missed none of 3,000 there, and costs a fraction of a millisecond.
     Only the kept chunks are read in full."""
     count = collection.count()
-    if count == 0 or depth < 1:
+    if count == 0 or depth < 1 or sources is not None and not sources:
         return []
+    where = {"source": {"$in": sorted(sources)}} if sources is not None else None
     found = collection.query(query_embeddings=[vector], n_results=min(max(depth, SEARCH_DEPTH), count),
-                             include=["distances"])
+                             where=where, include=["distances"])
     ids, distances = found["ids"][0][:depth], found["distances"][0][:depth]
     got = collection.get(ids=ids, include=["documents", "metadatas"])
     stored = {id_: (doc, meta) for id_, doc, meta in zip(got["ids"], got["documents"], got["metadatas"])}

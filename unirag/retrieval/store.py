@@ -186,6 +186,16 @@ def records(collection, where: dict | None = None) -> dict[str, dict]:
     return out
 
 
+def source_counts(collection) -> dict[str, int]:
+    """{source: chunk count} over the whole collection (`source`: a file's path under its ingested folder)."""
+    counts: dict[str, int] = {}
+    for got in pages(collection, ["metadatas"]):
+        for meta in got["metadatas"]:
+            source = str((meta or {}).get("source", ""))
+            counts[source] = counts.get(source, 0) + 1
+    return counts
+
+
 BATCH = 1000  # below chromadb's max batch size (5461 embedded, similar on servers)
 
 
