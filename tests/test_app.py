@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from net import free_port
 
-from unirag.app import (EMPTY_COLLECTION, MAX_QUEUE, NO_SOURCES, build_app, launch, new_session,
+from unirag.app import (DEMO_COLLECTION, EMPTY_COLLECTION, MAX_QUEUE, NO_SOURCES, build_app, launch, new_session,
                         parse_auth, render_sources, safe_filename)
 from unirag.errors import UniragError
 from unirag.retrieval.chunking import ChunkSettings
@@ -155,6 +155,53 @@ def test_queue_serialises_the_model(demo):
     assert fns["ask"].concurrency_limit == 1 and fns["upload"].concurrency_limit == 1
     assert fns["ask"].concurrency_id == fns["upload"].concurrency_id == "model"
     assert demo._queue.max_size == MAX_QUEUE
+    # the Stop button cancels the answer being written (Gradio adds the cancelling event beside "stop")
+    assert "stop" in fns and [f.cancels for f in demo.fns.values() if f.is_cancel_function] == [[fns["ask"]._id]]
+
+
+def fill(model, db: Path, name: str, tmp_path: Path) -> None:
+    """Ingest one small document into collection `name` of `db`."""
+    from unirag.retrieval import store
+    from unirag.retrieval.ingest import ingest
+
+    coll = store.open_collection(store.connect(db), name, model, create=True)
+    ingest(model, coll, write_doc(tmp_path / f"in-{name}"), settings=SMALL["chunk_settings"])
+
+
+def test_the_page_opens_the_collection_with_documents(tiny, tmp_path):
+    db = tmp_path / "db"
+    opened = lambda **kw: build_app(tiny, db=db, upload_dir=tmp_path / "up", **SMALL, **kw).unirag  # noqa: E731
+    assert (opened().default_collection, opened().picked) == ("docs", "")  # nothing anywhere: docs
+    # after `unirag demo --no-app`: the demo's collection is the one with documents
+    fill(tiny, db, DEMO_COLLECTION, tmp_path)
+    rag = opened()
+    assert rag.default_collection == DEMO_COLLECTION
+    assert rag.picked == "Opened `unirag-demo`, the only collection with documents (`docs` has no documents)."
+    assert rag.collection_names() == [DEMO_COLLECTION]
+    assert opened(collection="docs").default_collection == "docs"  # named: as asked
+    store_client = rag.client
+    store_client.create_collection("alien", metadata={"unirag_model": "another-model"}).add(
+        ids=["x"], embeddings=[[0.0, 1.0]], documents=["not ours"])
+    assert opened().default_collection == DEMO_COLLECTION  # another model's collection cannot answer here
+    fill(tiny, db, "notes", tmp_path)
+    rag = opened()
+    assert rag.default_collection == DEMO_COLLECTION and "the demo's documents" in rag.picked
+    store_client.delete_collection(DEMO_COLLECTION)
+    rag = opened()
+    assert rag.default_collection == "notes" and "the only collection with documents" in rag.picked
+    fill(tiny, db, "more-notes", tmp_path)
+    rag = opened()
+    assert (rag.default_collection, rag.picked) == ("docs", "`docs` has no documents; 2 other collections do: "
+                                                             "pick one under Collection.")
+    fill(tiny, db, "docs", tmp_path)
+    assert (opened().default_collection, opened().picked) == ("docs", "")  # docs has documents: docs
+
+
+def test_app_searches_only_the_files_asked(tiny, tmp_path):
+    rag = build_app(tiny, db=tmp_path / "db", upload_dir=tmp_path / "up", sources=["other.md"], **SMALL).unirag
+    rag.add_files([str(write_doc(tmp_path / "in"))], "docs")
+    answer = list(rag.respond(QUESTION, None, "docs"))[-1][0][-1]["content"]
+    assert "no file in collection 'docs' matches --source other.md" in answer
 
 
 # ---------------------------------------------------------------------- a real server on loopback

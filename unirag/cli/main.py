@@ -24,7 +24,7 @@ from unirag.errors import UniragError
 from unirag.evaluation.cli import eval_app
 from unirag.cli.collection_commands import collections, forget
 from unirag.cli.rag_commands import adapt, ask, chat, ingest, retrieve
-from unirag.app import app_command
+from unirag.app import DEMO_COLLECTION, app_command
 
 app = typer.Typer(
     name="unirag",
@@ -198,7 +198,6 @@ def export(
 
 
 SAMPLE_DOCS = Path(__file__).resolve().parents[1] / "sample_docs"  # package data: short guide pages about unirag
-DEMO_COLLECTION = "unirag-demo"  # its own name, so the demo never touches a user's "docs" collection
 
 
 @app.command()
