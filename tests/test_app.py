@@ -314,6 +314,8 @@ def test_browser_upload_ask_and_read_the_sources(server, tmp_path):
         css = lambda sel: driver.find_element(By.CSS_SELECTOR, sel)  # noqa: E731
         wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#unirag-upload input[type=file]"))
         assert "is empty" in css("#unirag-status").text
+        # the note's Markdown: the upload box's label in bold, whole
+        assert [b.text for b in css("#unirag-status").find_elements(By.CSS_SELECTOR, "strong")] == ["Add documents"]
 
         css("#unirag-upload input[type=file]").send_keys(str(doc))
         wait.until(lambda d: "added" in css("#unirag-upload-status").text)
@@ -354,3 +356,53 @@ def test_browser_upload_ask_and_read_the_sources(server, tmp_path):
     finally:
         driver.quit()
         shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.mark.slow  # a browser
+@pytest.mark.timeout(240)
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium "
+                    "(apt-get install chromium chromium-driver)")
+def test_browser_after_the_demo_opens_its_collection_and_stop_ends_an_answer(tiny, tmp_path, monkeypatch):
+    """A new user's path: `unirag demo --no-app` filled the demo's collection, `unirag app` opens
+    it (and says so); an answer being written stops at Stop, and the next question is answered."""
+    import unirag.answer.ask
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    def slow_answer(*args, **kwargs):  # the answer text the ask flow streams, a word at a time
+        for i in range(80):
+            time.sleep(0.25)
+            yield f"word{i} "
+
+    fill(tiny, tmp_path / "db", DEMO_COLLECTION, tmp_path)
+    monkeypatch.setattr(unirag.answer.ask, "_pieces", slow_answer)
+    demo = launch(tiny, port=free_port(), prevent_thread_lock=True, quiet=True, db=tmp_path / "db",
+                  upload_dir=tmp_path / "uploads", **SMALL)
+    driver, profile = chrome()
+    try:
+        wait = WebDriverWait(driver, 60)
+        css = lambda sel: driver.find_element(By.CSS_SELECTOR, sel)  # noqa: E731
+        driver.get(demo.local_url)
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#unirag-picked"))
+        # (code spans come out of .text on lines of their own)
+        assert "Openedunirag-demo,theonlycollectionwithdocuments" in "".join(css("#unirag-picked").text.split())
+        assert css("#unirag-collection input").get_attribute("value") == DEMO_COLLECTION
+        wait.until(lambda d: "1 chunk" in css("#unirag-status").text)
+
+        bots = "#unirag-chat [data-testid='bot']"
+        for turn in (1, 2):
+            box = css("#unirag-question textarea")
+            box.send_keys(QUESTION)
+            box.send_keys(Keys.ENTER)
+            wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, bots)) == turn
+                       and "word2" in d.find_elements(By.CSS_SELECTOR, bots)[-1].text)
+            css("#unirag-stop").click()
+            time.sleep(1.0)  # what was on its way when Stop was pressed
+            stopped = driver.find_elements(By.CSS_SELECTOR, bots)[-1].text
+            time.sleep(2.0)  # eight more words, were it still writing
+            assert driver.find_elements(By.CSS_SELECTOR, bots)[-1].text == stopped and "word79" not in stopped
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+        demo.close()
