@@ -69,6 +69,10 @@ def test_collections_lists_and_deletes(ingested, tiny_model_dir, tmp_path):
     assert re.search(r"index \d+(\.\d)? [KM]?B", docs_line) and "index 0 B" not in docs_line
     assert any(line.strip().startswith("other ") and "1 chunk, 1 file," in line for line in lines)
     assert "chroma.sqlite3" in lines[-1]
+    result = invoke("collections", "docs", *db)  # one collection's files
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[1:] == [f"  {source}  ({n} chunk{'s' if n > 1 else ''})"
+                                              for source, n in sorted(chunks.items())]
 
     result = invoke("collections", *db, "--delete", "other", input="n\n")
     assert result.exit_code == 1 and "Delete collection 'other' (1 chunk)" in result.output

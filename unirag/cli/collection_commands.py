@@ -40,17 +40,25 @@ def describe(collection, index_bytes: int | None = None) -> str:
 
 
 def collections(
+    name: Annotated[Optional[str], typer.Argument(help="List this collection's files (the paths --source and "
+                                                 "`forget` take), with their chunk counts.")] = None,
     db: DbOpt = DEFAULT_DB,
     chroma_url: UrlOpt = None,
     delete: Annotated[Optional[str], typer.Option("--delete", metavar="NAME",
                                                   help="Delete this collection (asks first, unless --yes).")] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Delete without asking.")] = False,
 ):
-    """List the database's collections (chunks, files, model, size on disk), or delete one."""
+    """List the database's collections (chunks, files, model, size on disk), one collection's files, or delete one."""
     from unirag.retrieval import store
 
     client = store.connect(db, chroma_url, must_exist=True)
     where = chroma_url or db
+    if name is not None and delete is None:
+        coll = store.open_collection(client, name)
+        typer.echo(f"unirag: collection {name!r} in {where}: {describe(coll)}")
+        for source, count in sorted(store.source_counts(coll).items()):
+            typer.echo(f"  {source}  ({_plural(count, 'chunk')})")
+        return
     if delete is not None:
         coll = store.open_collection(client, delete)  # a clear error when there is none
         count = coll.count()
@@ -98,7 +106,7 @@ def forget(
         deleted = store.forget(coll, source)
     if not deleted:
         raise UniragError(f"collection {collection!r} holds no file {path!r}; give its path as ingested, relative "
-                          "to the folder (e.g. guide/intro.md), or its path on disk")
+                          f"to the folder (`unirag collections {collection}` lists them), or its path on disk")
     chunks = sum(deleted.values())
     folders = ", ".join(deleted)
     typer.echo(f"unirag: forgot {path} ({_plural(chunks, 'chunk')}) from collection {collection!r}; "

@@ -74,10 +74,13 @@ def retrieve(model, collection, question: str, top_k: int = 5, mode: str = "hybr
         return []
     allowed = None
     if sources:
-        allowed = matching_sources(store.source_counts(collection), sources)
+        counts = store.source_counts(collection)
+        allowed = matching_sources(counts, sources)
         if not allowed:
             raise UniragError(f"no file in collection {collection.name!r} matches --source "
-                              f"{' '.join(sources)}; `unirag collections` lists what it holds")
+                              f"{' '.join(sources)}; `unirag collections {collection.name}` lists its files")
+        if len(allowed) == len(counts):
+            allowed = None  # every file: no filter, and no list of every source for Chroma to match
     dense: list[Hit] = []
     if mode != "lexical":
         vector = model.embed([query_text(model, question)], pooling=store.collection_pooling(collection))[0]
