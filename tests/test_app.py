@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from net import free_port
 
-from unirag.app import (EMPTY_COLLECTION, MAX_QUEUE, NO_SOURCES, build_app, launch, new_session,
+from unirag.app import (DEMO_COLLECTION, EMPTY_COLLECTION, MAX_QUEUE, NO_SOURCES, build_app, launch, new_session,
                         parse_auth, render_sources, safe_filename)
 from unirag.errors import UniragError
 from unirag.retrieval.chunking import ChunkSettings
@@ -154,6 +154,53 @@ def test_queue_serialises_the_model(demo):
     assert fns["ask"].concurrency_limit == 1 and fns["upload"].concurrency_limit == 1
     assert fns["ask"].concurrency_id == fns["upload"].concurrency_id == "model"
     assert demo._queue.max_size == MAX_QUEUE
+    # the Stop button cancels the answer being written (Gradio adds the cancelling event beside "stop")
+    assert "stop" in fns and [f.cancels for f in demo.fns.values() if f.is_cancel_function] == [[fns["ask"]._id]]
+
+
+def fill(model, db: Path, name: str, tmp_path: Path) -> None:
+    """Ingest one small document into collection `name` of `db`."""
+    from unirag.retrieval import store
+    from unirag.retrieval.ingest import ingest
+
+    coll = store.open_collection(store.connect(db), name, model, create=True)
+    ingest(model, coll, write_doc(tmp_path / f"in-{name}"), settings=SMALL["chunk_settings"])
+
+
+def test_the_page_opens_the_collection_with_documents(tiny, tmp_path):
+    db = tmp_path / "db"
+    opened = lambda **kw: build_app(tiny, db=db, upload_dir=tmp_path / "up", **SMALL, **kw).unirag  # noqa: E731
+    assert (opened().default_collection, opened().picked) == ("docs", "")  # nothing anywhere: docs
+    # after `unirag demo --no-app`: the demo's collection is the one with documents
+    fill(tiny, db, DEMO_COLLECTION, tmp_path)
+    rag = opened()
+    assert rag.default_collection == DEMO_COLLECTION
+    assert rag.picked == "Opened `unirag-demo`, the only collection with documents (`docs` has no documents)."
+    assert rag.collection_names() == [DEMO_COLLECTION]
+    assert opened(collection="docs").default_collection == "docs"  # named: as asked
+    store_client = rag.client
+    store_client.create_collection("alien", metadata={"unirag_model": "another-model"}).add(
+        ids=["x"], embeddings=[[0.0, 1.0]], documents=["not ours"])
+    assert opened().default_collection == DEMO_COLLECTION  # another model's collection cannot answer here
+    fill(tiny, db, "notes", tmp_path)
+    rag = opened()
+    assert rag.default_collection == DEMO_COLLECTION and "the demo's documents" in rag.picked
+    store_client.delete_collection(DEMO_COLLECTION)
+    rag = opened()
+    assert rag.default_collection == "notes" and "the only collection with documents" in rag.picked
+    fill(tiny, db, "more-notes", tmp_path)
+    rag = opened()
+    assert (rag.default_collection, rag.picked) == ("docs", "`docs` has no documents; 2 other collections do: "
+                                                             "pick one under Collection.")
+    fill(tiny, db, "docs", tmp_path)
+    assert (opened().default_collection, opened().picked) == ("docs", "")  # docs has documents: docs
+
+
+def test_app_searches_only_the_files_asked(tiny, tmp_path):
+    rag = build_app(tiny, db=tmp_path / "db", upload_dir=tmp_path / "up", sources=["other.md"], **SMALL).unirag
+    rag.add_files([str(write_doc(tmp_path / "in"))], "docs")
+    answer = list(rag.respond(QUESTION, None, "docs"))[-1][0][-1]["content"]
+    assert "no file in collection 'docs' matches --source other.md" in answer
 
 
 # ---------------------------------------------------------------------- a real server on loopback
@@ -266,6 +313,8 @@ def test_browser_upload_ask_and_read_the_sources(server, tmp_path):
         css = lambda sel: driver.find_element(By.CSS_SELECTOR, sel)  # noqa: E731
         wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#unirag-upload input[type=file]"))
         assert "is empty" in css("#unirag-status").text
+        # the note's Markdown: the upload box's label in bold, whole
+        assert [b.text for b in css("#unirag-status").find_elements(By.CSS_SELECTOR, "strong")] == ["Add documents"]
 
         css("#unirag-upload input[type=file]").send_keys(str(doc))
         wait.until(lambda d: "added" in css("#unirag-upload-status").text)
@@ -306,3 +355,53 @@ def test_browser_upload_ask_and_read_the_sources(server, tmp_path):
     finally:
         driver.quit()
         shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.mark.slow  # a browser
+@pytest.mark.timeout(240)
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium "
+                    "(apt-get install chromium chromium-driver)")
+def test_browser_after_the_demo_opens_its_collection_and_stop_ends_an_answer(tiny, tmp_path, monkeypatch):
+    """A new user's path: `unirag demo --no-app` filled the demo's collection, `unirag app` opens
+    it (and says so); an answer being written stops at Stop, and the next question is answered."""
+    import unirag.answer.ask
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    def slow_answer(*args, **kwargs):  # the answer text the ask flow streams, a word at a time
+        for i in range(80):
+            time.sleep(0.25)
+            yield f"word{i} "
+
+    fill(tiny, tmp_path / "db", DEMO_COLLECTION, tmp_path)
+    monkeypatch.setattr(unirag.answer.ask, "_pieces", slow_answer)
+    demo = launch(tiny, port=free_port(), prevent_thread_lock=True, quiet=True, db=tmp_path / "db",
+                  upload_dir=tmp_path / "uploads", **SMALL)
+    driver, profile = chrome()
+    try:
+        wait = WebDriverWait(driver, 60)
+        css = lambda sel: driver.find_element(By.CSS_SELECTOR, sel)  # noqa: E731
+        driver.get(demo.local_url)
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#unirag-picked"))
+        # (code spans come out of .text on lines of their own)
+        assert "Openedunirag-demo,theonlycollectionwithdocuments" in "".join(css("#unirag-picked").text.split())
+        assert css("#unirag-collection input").get_attribute("value") == DEMO_COLLECTION
+        wait.until(lambda d: "1 chunk" in css("#unirag-status").text)
+
+        bots = "#unirag-chat [data-testid='bot']"
+        for turn in (1, 2):
+            box = css("#unirag-question textarea")
+            box.send_keys(QUESTION)
+            box.send_keys(Keys.ENTER)
+            wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, bots)) == turn
+                       and "word2" in d.find_elements(By.CSS_SELECTOR, bots)[-1].text)
+            css("#unirag-stop").click()
+            time.sleep(1.0)  # what was on its way when Stop was pressed
+            stopped = driver.find_elements(By.CSS_SELECTOR, bots)[-1].text
+            time.sleep(2.0)  # eight more words, were it still writing
+            assert driver.find_elements(By.CSS_SELECTOR, bots)[-1].text == stopped and "word79" not in stopped
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+        demo.close()

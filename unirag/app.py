@@ -15,6 +15,9 @@ questions and writes the answers. Nothing is loaded per request.
 - Per-session chat history lives in `gr.State`; handlers copy it and never touch module-level
   mutable state.
 - `launch()` binds to 127.0.0.1 unless told otherwise; `share` and `auth` only when asked.
+- With no collection named, the page opens `docs`, unless `docs` has no documents and others do:
+  then the only one with documents, or the demo's (`pick_collection`); the page says which.
+- A Stop button cancels the answer being written (Gradio's `cancels=`), which frees the model.
 
 `gradio` is imported inside functions so `unirag --help` stays fast.
 """
@@ -35,8 +38,9 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from unirag.cli.options import (DEFAULT_ANSWER, DEFAULT_RERANK, AdapterOpt, AnswerOpt, CompileOpt, DecodeCopyOpt, ModelOpt,
-                          PrecisionOpt, RerankOpt, RetrievalOpt, load_model)
+from unirag.cli.options import (COLLECTION_ENV, DEFAULT_ANSWER, DEFAULT_RERANK, AdapterOpt, AnswerOpt, CompileOpt, DbOpt,
+                                DecodeCopyOpt, ModelOpt, PrecisionOpt, RerankOpt, RetrievalOpt, SourceOpt, UrlOpt,
+                                load_model)
 from unirag.errors import UniragError
 from unirag.retrieval import store
 from unirag.answer.ask import AskSettings
@@ -46,6 +50,8 @@ from unirag.readers.registry import KINDS
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # local-first: no calls home
 
 DEFAULT_DB = Path(".unirag") / "chroma"
+DEFAULT_COLLECTION = "docs"
+DEMO_COLLECTION = "unirag-demo"  # `unirag demo`'s own, so the demo never touches a user's "docs"
 ALLOWED_EXTENSIONS = tuple(sorted(KINDS))
 MAX_UPLOAD_MB = 10.0
 MAX_UPLOAD_FILES = 10
@@ -192,28 +198,56 @@ class RagChat:
     """
 
     def __init__(self, model, *, db: str | Path = DEFAULT_DB, chroma_url: str | None = None,
-                 collection: str = "docs", upload_dir: str | Path | None = None, top_k: int = 3,
+                 collection: str | None = None, upload_dir: str | Path | None = None, top_k: int = 3,
                  max_new_tokens: int = 64, temperature: float = 0.0,
                  chunk_settings: ChunkSettings | None = None, max_upload_mb: float = MAX_UPLOAD_MB,
                  max_upload_files: int = MAX_UPLOAD_FILES, retrieval: str = "hybrid", rerank: int = 0,
-                 answer: str = DEFAULT_ANSWER):
+                 answer: str = DEFAULT_ANSWER, sources: Sequence[str] = ()):
         self.ask_settings = AskSettings(top_k=top_k, retrieval=retrieval, rerank=rerank, answer=answer,
-                                        max_new_tokens=max_new_tokens, temperature=temperature)
+                                        max_new_tokens=max_new_tokens, temperature=temperature,
+                                        sources=tuple(sources))
         self.model = model
         self.settings = chunk_settings or ChunkSettings()
         if self.settings.chunk_size + 32 > model.max_length:
             raise UniragError(f"chunk size {self.settings.chunk_size} leaves no room under the model's "
                               f"max_length {model.max_length}")
-        self.default_collection = check_collection_name(collection)
+        if collection is not None:
+            check_collection_name(collection)
         self.max_upload_bytes = int(max_upload_mb * 2**20)
         self.max_upload_files = max_upload_files
         self.db_path = None if chroma_url else Path(db).expanduser().resolve()
         self.client = store.connect(db, chroma_url)
+        # `picked`: why the page opens another collection than the one asked for, or ""
+        self.default_collection, self.picked = self.pick_collection(collection)
         if upload_dir is None:
             upload_dir = (Path(db).parent if not chroma_url else Path(".unirag")) / "uploads"
         self.upload_dir = Path(upload_dir).expanduser().resolve()
 
     # ------------------------------------------------------------------ collections
+    def pick_collection(self, asked: str | None) -> tuple[str, str]:
+        """(the collection the page opens with, a Markdown line saying why, or "").
+
+        A collection named (--collection, UNIRAG_COLLECTION) opens as it is. Otherwise `docs`,
+        unless it has no documents while others made by this model do: then the only such one,
+        else the demo's (`unirag demo` fills it; a new user's first `unirag app` comes next)."""
+        if asked:
+            return check_collection_name(asked), ""
+        filled = []
+        for coll in self.client.list_collections():
+            meta = coll.metadata or {}
+            if meta.get(store.MODEL_KEY) == self.model.name and meta.get(store.FORMAT_KEY) == store.FORMAT \
+                    and coll.count() > 0:
+                filled.append(coll.name)
+        if DEFAULT_COLLECTION in filled or not filled:
+            return DEFAULT_COLLECTION, ""
+        empty = f"{md_code(DEFAULT_COLLECTION)} has no documents"
+        if len(filled) == 1:
+            return filled[0], f"Opened {md_code(filled[0])}, the only collection with documents ({empty})."
+        if DEMO_COLLECTION in filled:
+            return DEMO_COLLECTION, (f"Opened {md_code(DEMO_COLLECTION)}, the demo's documents ({empty}; "
+                                     f"{len(filled) - 1} more collections under Collection).")
+        return DEFAULT_COLLECTION, (f"{empty}; {len(filled)} other collections do: pick one under Collection.")
+
     def collection_names(self) -> list[str]:
         names = {c.name if hasattr(c, "name") else str(c) for c in self.client.list_collections()}
         return sorted(names | {self.default_collection})
@@ -374,21 +408,24 @@ class RagChat:
 
 
 # ---------------------------------------------------------------------- the Gradio UI
-def build_app(model, *, db: str | Path = DEFAULT_DB, chroma_url: str | None = None, collection: str = "docs",
+def build_app(model, *, db: str | Path = DEFAULT_DB, chroma_url: str | None = None, collection: str | None = None,
               upload_dir: str | Path | None = None, top_k: int = 3, max_new_tokens: int = 64,
               temperature: float = 0.0, chunk_settings: ChunkSettings | None = None,
               max_upload_mb: float = MAX_UPLOAD_MB, max_upload_files: int = MAX_UPLOAD_FILES,
-              max_queue: int = MAX_QUEUE, retrieval: str = "hybrid", rerank: int = 0, answer: str = DEFAULT_ANSWER):
+              max_queue: int = MAX_QUEUE, retrieval: str = "hybrid", rerank: int = 0, answer: str = DEFAULT_ANSWER,
+              sources: Sequence[str] = ()):
     """The chat-over-documents UI as a `gr.Blocks`, queue configured; `demo.unirag` is its RagChat.
 
-    `model` is the one loaded UniModel, shared by all sessions.
+    `model` is the one loaded UniModel, shared by all sessions. `collection`: the one the page
+    opens with (None: `RagChat.pick_collection` picks). `sources`: globs that answers search
+    within (`AskSettings.sources`).
     """
     import gradio as gr
 
     rag = RagChat(model, db=db, chroma_url=chroma_url, collection=collection, upload_dir=upload_dir,
                   top_k=top_k, max_new_tokens=max_new_tokens, temperature=temperature,
                   chunk_settings=chunk_settings, max_upload_mb=max_upload_mb, max_upload_files=max_upload_files,
-                  retrieval=retrieval, rerank=rerank, answer=answer)
+                  retrieval=retrieval, rerank=rerank, answer=answer, sources=sources)
 
     def respond(message, session, collection_name):
         yield from rag.respond(message, session, collection_name)
@@ -408,8 +445,12 @@ def build_app(model, *, db: str | Path = DEFAULT_DB, chroma_url: str | None = No
 
     # delete_cache: Gradio's copies of uploaded files go after an hour (ours are in upload_dir)
     with gr.Blocks(title="unirag: chat with your documents", fill_width=True, delete_cache=(3600, 3600)) as demo:
+        only = (f" Answers search only the files matching {', '.join(md_code(g) for g in sources)}."
+                if sources else "")
         gr.Markdown(f"## unirag · chat with your documents\nModel {md_code(model.name)}: the same model "
-                    "embeds your documents and writes the answers.")
+                    f"embeds your documents and writes the answers.{only}")
+        if rag.picked:
+            gr.Markdown(rag.picked, elem_id="unirag-picked")
         session = gr.State(new_session())
         with gr.Row(equal_height=False):
             with gr.Column(scale=3):
@@ -420,6 +461,7 @@ def build_app(model, *, db: str | Path = DEFAULT_DB, chroma_url: str | None = No
                 question = gr.Textbox(placeholder="Ask about your documents…", show_label=False, lines=1,
                                       max_lines=6, submit_btn="Ask", elem_id="unirag-question",
                                       autofocus=True)
+                stop_button = gr.Button("Stop", variant="stop", size="sm", elem_id="unirag-stop")
                 with gr.Accordion("Sources", open=False, elem_id="unirag-sources-panel"):
                     sources = gr.Markdown(NO_SOURCES, sanitize_html=True, elem_id="unirag-sources")
             with gr.Column(scale=2, min_width=280):
@@ -438,9 +480,13 @@ def build_app(model, *, db: str | Path = DEFAULT_DB, chroma_url: str | None = No
 
         # Everything that runs the model shares one concurrency group of size 1: the queue
         # serialises generation and ingestion on purpose (one set of weights, CPU-bound).
-        question.submit(respond, [question, session, picker], [chatbot, session, sources, question],
-                        api_name="ask", concurrency_limit=1, concurrency_id="model",
-                        show_progress="minimal")
+        asking = question.submit(respond, [question, session, picker], [chatbot, session, sources, question],
+                                 api_name="ask", concurrency_limit=1, concurrency_id="model",
+                                 show_progress="minimal")
+        # cancels the answer being written: the partial answer stays on screen, the turn is not
+        # kept in the session (it is added only when the answer ends), and the model is free
+        stop_button.click(None, None, None, cancels=[asking], api_name="stop", api_visibility="private",
+                          queue=False)
         files.upload(upload, [files, picker], [upload_status, picker, status, files], api_name="upload",
                      concurrency_limit=1, concurrency_id="model")
         picker.change(refresh, [picker], [picker, status], api_name="pick", api_visibility="private", queue=False)
@@ -472,6 +518,8 @@ def launch(model, host: str = "127.0.0.1", port: int = 7860, share: bool = False
     """
     credentials = parse_auth(auth)
     demo = build_app(model, **build_kwargs)
+    if demo.unirag.picked and not quiet:
+        print(f"unirag app: {demo.unirag.picked.replace('`', '')}", file=sys.stderr)
     if not _is_loopback(host) and credentials is None:
         print(f"unirag app: warning: serving on {host} without --auth; anyone who can reach this port can use "
               "the app", file=sys.stderr)
@@ -487,9 +535,12 @@ def launch(model, host: str = "127.0.0.1", port: int = 7860, share: bool = False
 def app_command(
     model: ModelOpt = "smollm2-135m",
     adapter: AdapterOpt = "default",
-    db: Annotated[Path, typer.Option("--db", help="Folder of the embedded Chroma database.")] = DEFAULT_DB,
-    chroma_url: Annotated[Optional[str], typer.Option("--chroma-url", envvar="UNIRAG_CHROMA_URL", help="Use a Chroma server (http://HOST:PORT) instead of --db.")] = None,
-    collection: Annotated[str, typer.Option("--collection", "-c", help="Collection selected when the page opens.")] = "docs",
+    db: DbOpt = DEFAULT_DB,
+    chroma_url: UrlOpt = None,
+    collection: Annotated[Optional[str], typer.Option(
+        "--collection", "-c", envvar=COLLECTION_ENV, show_default=False,
+        help="Collection selected when the page opens. Default: docs, or, when docs has no documents, the "
+             "only collection that has some (else the demo's).")] = None,
     host: Annotated[str, typer.Option(help="Address to bind; 0.0.0.0 exposes the app to the network.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to serve on.")] = 7860,
     share: Annotated[bool, typer.Option("--share", help="Also open a public gradio.live link.")] = False,
@@ -498,6 +549,7 @@ def app_command(
     retrieval: RetrievalOpt = "hybrid",
     rerank: RerankOpt = DEFAULT_RERANK,
     answer: AnswerOpt = DEFAULT_ANSWER,
+    source: SourceOpt = None,
     max_new_tokens: Annotated[int, typer.Option(help="Longest generated answer, in tokens.")] = 64,
     upload_dir: Annotated[Optional[Path], typer.Option(help="Where uploads are kept (default: next to --db, 'uploads/').")] = None,
     max_upload_mb: Annotated[float, typer.Option(help="Largest accepted upload, per file.")] = MAX_UPLOAD_MB,
@@ -508,8 +560,10 @@ def app_command(
     """Chat with your documents in the browser: streamed answers, sources, uploads (Gradio)."""
     credentials = parse_auth(auth)  # a malformed --auth fails before the model loads
     uni = load_model(model, adapter, precision, compile_decode=compile, decode_copy=decode_copy)
-    typer.echo(f"unirag app: {uni.name}, collection {collection!r} at {chroma_url or db}; "
+    shown = repr(collection) if collection else "picked on start"
+    typer.echo(f"unirag app: {uni.name}, collection {shown} at {chroma_url or db}; "
                f"http://{host}:{port}" + (" (login required)" if credentials else ""))
     launch(uni, host=host, port=port, share=share, auth=credentials, db=db, chroma_url=chroma_url,
            collection=collection, upload_dir=upload_dir, top_k=top_k, max_new_tokens=max_new_tokens,
-           max_upload_mb=max_upload_mb, retrieval=retrieval, rerank=rerank, answer=answer)
+           max_upload_mb=max_upload_mb, retrieval=retrieval, rerank=rerank, answer=answer,
+           sources=tuple(source or ()))

@@ -258,3 +258,87 @@ def test_evidence_nodes_of_a_pdf_name_their_pages(tiny):
                            score=1.0)]
     kept = UniEvidence(tiny, max_words=8).postprocess_nodes(nodes, query_str="Where did the cat sit?")
     assert [n.node.metadata for n in kept] == [{**meta, "pages": "pp. 12-13"}]
+# ---------------------------------------------------------------------------- LlamaIndex conventions
+def cat_nodes():
+    from llama_index.core.schema import NodeRelationship, NodeWithScore, RelatedNodeInfo, TextNode
+
+    out = []
+    for i, text in enumerate(["The cat sat on the mat. It was red.", "Loops can return values with break.",
+                              "Paris is the capital of France."]):
+        node = TextNode(text=text, id_=f"n{i}", metadata={"file_name": f"{i}.md", "file_path": f"/docs/{i}.md"})
+        node.relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id=f"doc-{i}")
+        out.append(NodeWithScore(node=node, score=1.0 - i / 10))
+    return out
+
+
+def test_rerank_returns_the_top_n_nodes_as_llama_index_rerankers_do(tiny):
+    from unirag.integrations.llama_index import UniRerank, _as_hits
+    from unirag.retrieval.rerank import rerank
+
+    nodes, question = cat_nodes(), "Where did the cat sit?"
+    expected = [hit.id for hit in rerank(tiny, question, _as_hits(nodes), len(nodes))]
+    top = UniRerank(tiny, top_n=2).postprocess_nodes(nodes, query_str=question)
+    assert [n.node.node_id for n in top] == expected[:2]
+    assert top[0].node is nodes[[n.node.node_id for n in nodes].index(expected[0])].node
+    assert len(UniRerank(tiny, top_n=5).postprocess_nodes(nodes, query_str=question)) == 3
+    # depth 1: nothing to reorder, the first node stays first
+    assert [n.node.node_id for n in UniRerank(tiny, top_n=2, depth=1).postprocess_nodes(nodes, query_str=question)] \
+        == ["n0", "n1"]
+    assert _as_hits(nodes)[2].source == "/docs/2.md"  # LlamaIndex readers' file_path labels the chunk
+
+
+def test_evidence_nodes_keep_ids_metadata_and_relationships(tiny):
+    from unirag.integrations.llama_index import UniEvidence
+
+    nodes = cat_nodes()
+    kept = UniEvidence(tiny, max_words=6).postprocess_nodes(nodes, query_str="Where did the cat sit?")
+    assert kept
+    originals = {n.node.node_id: n.node for n in nodes}
+    for n in kept:
+        before = originals[n.node.node_id]
+        assert n.node.ref_doc_id == before.ref_doc_id == f"doc-{n.node.node_id[1:]}"
+        assert n.node.metadata == before.metadata and n.node.metadata is not before.metadata
+        assert n.node.get_content() in before.get_content() or " … " in n.node.get_content()
+    assert [n.node.get_content() for n in nodes][0] == "The cat sat on the mat. It was red."  # inputs untouched
+
+
+def test_retriever_over_a_unirag_collection(tiny, tmp_path, monkeypatch):
+    from llama_index.core.query_engine import RetrieverQueryEngine
+
+    from unirag.integrations.llama_index import UniEvidence, UniRetriever, hit_node
+    from unirag.retrieval import store
+    from unirag.retrieval.chunking import ChunkSettings
+    from unirag.retrieval.ingest import ingest
+    from unirag.retrieval.search import Hit, retrieve
+
+    docs = tmp_path / "docs"
+    (docs / "guide").mkdir(parents=True)
+    (docs / "guide" / "cats.md").write_text("# Cats\n\nThe cat sat on the mat.\n")
+    (docs / "paris.md").write_text("# Paris\n\nParis is the capital of France.\n")
+    (docs / "loops.md").write_text("# Loops\n\nLoops can return values with break.\n")
+    collection = store.open_collection(store.connect(tmp_path / "db"), "docs", tiny, create=True)
+    ingest(tiny, collection, docs, settings=ChunkSettings(chunk_size=32, overlap=8))
+
+    retriever = UniRetriever(tiny, collection, top_k=2)
+    nodes = retriever.retrieve("capital of France")
+    assert [n.node.node_id for n in nodes] == [h.id for h in retrieve(tiny, collection, "capital of France", 2)]
+    paris = next(n.node for n in retriever.retrieve("Paris capital France") if n.node.metadata["source"] == "paris.md")
+    assert paris.metadata["file_name"] == "paris.md"
+    assert paris.metadata["file_path"] == str((docs / "paris.md").resolve()) == paris.ref_doc_id
+    assert "embed_key" not in paris.get_content(metadata_mode="llm") and "paris.md" in paris.get_content("llm")
+    only = UniRetriever(tiny, collection, top_k=3, sources=["guide/*"]).retrieve("capital of France")
+    assert [n.node.metadata["source"] for n in only] == ["guide/cats.md"]
+    assert asyncio.run(retriever.aretrieve("capital of France"))[0].node.node_id == nodes[0].node.node_id
+
+    # a chunk ingested before file_name/file_path were stored gets them from its source
+    old = hit_node(Hit("x", 0.5, "text", "a/b.md", "", {"root": "/r", "source": "a/b.md"}))
+    assert (old.metadata["file_name"], old.metadata["file_path"], old.ref_doc_id) == ("b.md", "/r/a/b.md", "/r/a/b.md")
+
+    # the pipeline a query engine runs (no_text: the tiny model's 256 positions hold no LlamaIndex prompt)
+    # (llama-index-core 0.14's no_text synthesizer reads Settings.llm whatever it is given)
+    monkeypatch.setattr(Settings, "_llm", UniLLM(tiny, max_new_tokens=4))  # restored after the test
+    engine = RetrieverQueryEngine.from_args(retriever, response_mode="no_text", node_postprocessors=[UniEvidence(tiny)])
+    response = engine.query("capital of France")
+    assert response.source_nodes and all(n.node.ref_doc_id for n in response.source_nodes)
+    with pytest.raises(ValueError):
+        UniRetriever(tiny, collection, top_k=0)

@@ -23,6 +23,7 @@ from unirag.errors import UniragError
 from unirag.retrieval import store
 from unirag.readers.markdown import FENCE, block_at, code_blocks, markdown_title, outside_code, split_sections
 from unirag.retrieval.chunking import CHUNK_FORMAT, ChunkSettings, chunk_text, embed_text, embed_texts
+from unirag.cli.collection_commands import collections, forget
 from unirag.cli.rag_commands import ask, chat, ingest, retrieve
 from unirag.retrieval.ingest import PAUSE_ENV
 from unirag.retrieval.ingest import ingest as run_ingest
@@ -38,7 +39,7 @@ SENTENCES = ["The cat sat on the mat.", "A dog ran in the park.", "Paris is the 
              "Rust has ownership and borrowing.", "Loops can return values with break."]
 
 app = typer.Typer()
-for command in (ingest, retrieve, ask, chat):
+for command in (ingest, retrieve, ask, chat, collections, forget):
     app.command()(command)
 runner = CliRunner()
 
@@ -632,6 +633,16 @@ def test_chroma_server_over_http(tiny_model_dir, tmp_path):
         assert "4 unchanged" in result.output, result.output
         result = invoke("retrieve", "capital of France", "-k", "3", *common)
         assert result.exit_code == 0 and result.stdout.startswith("[1] "), result.output
+        # the server filters by source, lists its collections, forgets a file
+        result = invoke("retrieve", "capital of France", "-k", "3", "--source", "sub/*", "--rerank", "0", *common)
+        assert result.exit_code == 0, result.output
+        assert "sub/" in result.stdout and "guide.md" not in result.stdout and "notes.txt" not in result.stdout
+        result = invoke("collections", "--chroma-url", url)
+        assert result.exit_code == 0 and f"1 collection in {url}" in result.stdout and "on disk" not in result.stdout
+        assert "4 files" in result.stdout
+        assert invoke("forget", "sub/intro.rst", "--chroma-url", url).exit_code == 0
+        result = invoke("retrieve", "loops", "-k", "3", "--source", "sub/intro.rst", *common)
+        assert isinstance(result.exception, UniragError) and "matches --source sub/intro.rst" in str(result.exception)
         assert not (tmp_path / ".unirag").exists()
 
 

@@ -66,6 +66,8 @@ class AskSettings:
     abstain: bool = True
     max_new_tokens: int = 64
     temperature: float = 0.0
+    # fnmatch-style globs over the chunks' `source`: search only those files (`search.retrieve`); (): all
+    sources: tuple[str, ...] = ()
 
     @property
     def words(self) -> int:
@@ -285,6 +287,7 @@ def ask(model, collection, question: str, settings: AskSettings = AskSettings(),
     """Retrieve for `query` (default: the question) and answer `question` from what was found."""
     if not question.strip():
         raise UniragError("the question is empty")
-    hits = retrieve(model, collection, query or question, settings.top_k, settings.retrieval, settings.rerank)
+    hits = retrieve(model, collection, query or question, settings.top_k, settings.retrieval, settings.rerank,
+                    sources=settings.sources)
     return answer_hits(model, question, hits, settings, history,
                        unmentioned=never_mentioned(collection, question, settings))

@@ -17,28 +17,46 @@ from typing import Annotated, Optional
 
 import typer
 
-from unirag.cli.options import (DEFAULT_ANSWER, DEFAULT_RERANK, AdapterOpt, AnswerOpt, CompileOpt, DecodeCopyOpt, ModelOpt,
-                          PrecisionOpt, launcher_rank, load_model)
+from unirag.cli.options import (DEFAULT_ANSWER, DEFAULT_DB, DEFAULT_RERANK, AdapterOpt, AnswerOpt, CompileOpt, DbOpt,
+                                DecodeCopyOpt, ModelOpt, PrecisionOpt, launcher_rank, load_model)
 
 from unirag.errors import UniragError
 from unirag.evaluation.cli import eval_app
+from unirag.cli.collection_commands import collections, forget
 from unirag.cli.rag_commands import adapt, ask, chat, ingest, retrieve
-from unirag.app import app_command
+from unirag.app import DEMO_COLLECTION, app_command
 from unirag.server.command import serve_command
 
 app = typer.Typer(
     name="unirag",
-    help="One decoder-only LLM for both embedding and generation in RAG.",
+    help="One decoder-only LLM for both embedding and generation in RAG.\n\nUNIRAG_MODEL, UNIRAG_DB and "
+         "UNIRAG_COLLECTION, when set, are the defaults of --model, --db and --collection (an option given wins).",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
 
 app.add_typer(eval_app, name="eval")
-for _command in (ingest, adapt, retrieve, ask, chat):
+for _command in (ingest, adapt, retrieve, ask, chat, collections, forget):
     app.command()(_command)
 app.command("app")(app_command)
 app.command("serve")(serve_command)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from unirag import __version__
+
+        typer.echo(f"unirag {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[bool, typer.Option("--version", is_eager=True, callback=_print_version,
+                                              help="Print the version and exit.")] = False,
+):
+    """Options of `unirag` itself (before the command)."""
 
 
 @app.command()
@@ -182,7 +200,6 @@ def export(
 
 
 SAMPLE_DOCS = Path(__file__).resolve().parents[1] / "sample_docs"  # package data: short guide pages about unirag
-DEMO_COLLECTION = "unirag-demo"  # its own name, so the demo never touches a user's "docs" collection
 
 
 @app.command()
@@ -193,7 +210,7 @@ def demo(
         "How does unirag keep a crashed ingest from leaving duplicates?",
     model: ModelOpt = "smollm2-135m",
     adapter: AdapterOpt = "default",
-    db: Annotated[Path, typer.Option(help="Embedded Chroma folder.")] = Path(".unirag") / "chroma",
+    db: DbOpt = DEFAULT_DB,
     open_app: Annotated[bool, typer.Option("--app/--no-app", help="Open the chat app at the end.")] = True,
     port: int = 7860,
     answer: AnswerOpt = DEFAULT_ANSWER,

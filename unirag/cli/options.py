@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -10,7 +11,18 @@ import typer
 from unirag.errors import UniragError
 from unirag.answer.ask import AskSettings
 
-ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Registry name, local HF folder or hub id.")]
+# environment variables that stand in for an option left out (the option, given, wins)
+MODEL_ENV, DB_ENV, COLLECTION_ENV = "UNIRAG_MODEL", "UNIRAG_DB", "UNIRAG_COLLECTION"
+DEFAULT_DB = Path(".unirag") / "chroma"
+ModelOpt = Annotated[str, typer.Option("--model", "-m", envvar=MODEL_ENV,
+                                       help="Registry name, local HF folder or hub id.")]
+DbOpt = Annotated[Path, typer.Option("--db", envvar=DB_ENV, help="Folder of the embedded Chroma database.")]
+UrlOpt = Annotated[Optional[str], typer.Option("--chroma-url", envvar="UNIRAG_CHROMA_URL",
+                                               help="Use a Chroma server (http://HOST:PORT, see `chroma run`) instead of --db.")]
+CollectionOpt = Annotated[str, typer.Option("--collection", "-c", envvar=COLLECTION_ENV, help="Chroma collection name.")]
+SourceOpt = Annotated[Optional[list[str]], typer.Option(
+    "--source", help="Search only the files whose path under the ingested folder matches this glob "
+    "(fnmatch-style: 'guide/*.md', 'api/*'); repeat it for several. Default: every file.")]
 AdapterOpt = Annotated[str, typer.Option(
     "--adapter", "-a", help="PEFT adapter folder; 'default' = the shipped UniMAE adapter; 'none' = base model.")]
 PrecisionOpt = Annotated[str, typer.Option(help="auto (bf16 only where the CPU has AMX/AVX512-BF16), fp32 or bf16.")]

@@ -16,18 +16,14 @@ from typing import Annotated, Optional
 
 import typer
 
-from unirag.cli.options import (DEFAULT_ANSWER, DEFAULT_RERANK, AdapterOpt, AnswerOpt, CompileOpt, ContextWordsOpt,
-                          DecodeCopyOpt, ModelOpt, PrecisionOpt, RerankOpt, RetrievalOpt, launcher_rank,
-                          load_model)
+from unirag.cli.options import (DEFAULT_ANSWER, DEFAULT_DB, DEFAULT_RERANK, AdapterOpt, AnswerOpt, CollectionOpt,
+                                CompileOpt, ContextWordsOpt, DbOpt, DecodeCopyOpt, ModelOpt, PrecisionOpt, RerankOpt,
+                                RetrievalOpt, SourceOpt, UrlOpt, launcher_rank, load_model)
 from unirag.errors import UniragError
 
-DbOpt = Annotated[Path, typer.Option("--db", help="Folder of the embedded Chroma database.")]
-UrlOpt = Annotated[Optional[str], typer.Option("--chroma-url", envvar="UNIRAG_CHROMA_URL", help="Use a Chroma server (http://HOST:PORT, see `chroma run`) instead of --db.")]
-CollectionOpt = Annotated[str, typer.Option("--collection", "-c", help="Chroma collection name.")]
 TopKOpt = Annotated[int, typer.Option("--top-k", "-k", min=1, help="How many chunks to retrieve (and, for ask/chat, show and cite).")]
 MaxNewOpt = Annotated[int, typer.Option(help="Longest answer, in tokens.")]
 TemperatureOpt = Annotated[float, typer.Option(help="0 means greedy.")]
-DEFAULT_DB = Path(".unirag") / "chroma"
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
@@ -138,6 +134,7 @@ def retrieve(
     collection: CollectionOpt = "docs",
     retrieval: RetrievalOpt = "hybrid",
     rerank: RerankOpt = DEFAULT_RERANK,
+    source: SourceOpt = None,
     precision: PrecisionOpt = "auto",
 ):
     """Print the top-k chunks for a question (score, source, heading, first line), without generating."""
@@ -145,7 +142,7 @@ def retrieve(
 
     _check_question(question, "retrieve")
     uni, coll = _model_and_collection(db, chroma_url, collection, model, adapter, precision)
-    hits = run_retrieve(uni, coll, question, top_k, retrieval, rerank)
+    hits = run_retrieve(uni, coll, question, top_k, retrieval, rerank, sources=tuple(source or ()))
     if not hits:
         typer.echo(f"unirag: collection {collection!r} is empty; run `unirag ingest` first")
     for i, hit in enumerate(hits, 1):
@@ -153,11 +150,11 @@ def retrieve(
 
 
 def _settings(top_k: int, retrieval: str, rerank: int, answer_mode: str, max_new_tokens: int,
-              temperature: float):
+              temperature: float, sources: Optional[list[str]] = None):
     from unirag.answer.ask import AskSettings
 
     return AskSettings(top_k=top_k, retrieval=retrieval, rerank=rerank, answer=answer_mode,
-                       max_new_tokens=max_new_tokens, temperature=temperature)
+                       max_new_tokens=max_new_tokens, temperature=temperature, sources=tuple(sources or ()))
 
 
 def _answer_and_cite(uni, coll, question: str, settings, history=(), query: Optional[str] = None) -> str:
@@ -186,13 +183,14 @@ def ask(
     answer: AnswerOpt = DEFAULT_ANSWER,
     max_new_tokens: MaxNewOpt = 64,
     temperature: TemperatureOpt = 0.0,
+    source: SourceOpt = None,
     precision: PrecisionOpt = "auto",
     compile: CompileOpt = False,
     decode_copy: DecodeCopyOpt = "int4",
 ):
     """Answer a question from the indexed documents: quoted evidence and/or a short answer, with citations."""
     _check_question(question, "ask")
-    settings = _settings(top_k, retrieval, rerank, answer, max_new_tokens, temperature)
+    settings = _settings(top_k, retrieval, rerank, answer, max_new_tokens, temperature, source)
     uni, coll = _model_and_collection(db, chroma_url, collection, model, adapter, precision, compile, decode_copy)
     _answer_and_cite(uni, coll, question, settings)
 
@@ -209,14 +207,16 @@ def chat(
     answer: AnswerOpt = DEFAULT_ANSWER,
     max_new_tokens: MaxNewOpt = 64,
     temperature: TemperatureOpt = 0.0,
+    source: SourceOpt = None,
     precision: PrecisionOpt = "auto",
     compile: CompileOpt = False,
     decode_copy: DecodeCopyOpt = "int4",
 ):
     """Chat with your documents: each question retrieves afresh; earlier turns stay in the prompt."""
-    settings = _settings(top_k, retrieval, rerank, answer, max_new_tokens, temperature)
+    settings = _settings(top_k, retrieval, rerank, answer, max_new_tokens, temperature, source)
     uni, coll = _model_and_collection(db, chroma_url, collection, model, adapter, precision, compile, decode_copy)
-    typer.echo(f"unirag chat over {collection!r} ({coll.count()} chunks) with {uni.name}; "
+    only = f", files matching {' '.join(source)}" if source else ""
+    typer.echo(f"unirag chat over {collection!r} ({coll.count()} chunks{only}) with {uni.name}; "
                "an empty line, /exit or Ctrl-D quits.")
     history: list[tuple[str, str]] = []
     while True:

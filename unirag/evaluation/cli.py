@@ -16,8 +16,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from unirag.cli.options import (DEFAULT_RERANK, AdapterOpt, ContextWordsOpt, DecodeCopyOpt, ModelOpt,
-                           PrecisionOpt, RerankOpt, RetrievalOpt, load_model)
+from unirag.cli.options import (DEFAULT_DB, DEFAULT_RERANK, AdapterOpt, ContextWordsOpt, DbOpt, DecodeCopyOpt,
+                                ModelOpt, PrecisionOpt, RerankOpt, RetrievalOpt, load_model)
 
 from unirag.errors import UniragError
 
@@ -178,7 +178,7 @@ def rag(
              "<data>/../docs/rust-book/src).")] = None,
     questions: Annotated[Optional[Path], typer.Option(
         help='JSONL, one {"q": ..., "files": [...]} per line (default: <data>/rag/rust_book_dev.jsonl).')] = None,
-    db: Annotated[Path, typer.Option("--db", help="Folder of the embedded Chroma database.")] = Path(".unirag") / "chroma",
+    db: DbOpt = DEFAULT_DB,
     collection: Annotated[str, typer.Option("--collection", "-c", help="Chroma collection; ingested incrementally "
                                             "(only new or changed files are embedded).")] = "rag-eval",
     top_k: Annotated[int, typer.Option("--top-k", "-k", min=1, help="Deepest rank scored (hit@1,3,5 up to it, and hit@top-k).")] = 5,

@@ -15,13 +15,19 @@ their own model from a name.
 
 UniLLM reports `is_chat_model=True` and implements the chat methods itself, passing the
 messages as role/content dicts to `UniModel.generate`, so the model's own chat template is used
-and LlamaIndex does not re-template them. Requires `llama-index-core` (>= 0.12).
+and LlamaIndex does not re-template them.
+
+Over a unirag collection (`unirag ingest`), `UniRetriever` is a LlamaIndex retriever that runs
+unirag's own hybrid search (`unirag.retrieval.search.retrieve`); `UniRerank` and `UniEvidence`
+are node postprocessors running the ask flow's rerank and evidence selection on any nodes.
+Requires `llama-index-core` (>= 0.12).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any, Optional
 
 try:
@@ -40,8 +46,10 @@ try:
     from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_validator
     from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_callback
     from llama_index.core.llms.custom import CustomLLM
+    from llama_index.core.base.base_retriever import BaseRetriever
+    from llama_index.core.callbacks import CallbackManager
     from llama_index.core.postprocessor.types import BaseNodePostprocessor
-    from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+    from llama_index.core.schema import NodeRelationship, NodeWithScore, QueryBundle, RelatedNodeInfo, TextNode
 except ImportError as e:  # pragma: no cover - depends on the environment
     raise ImportError(
         "unirag.integrations.llama_index needs llama-index-core: pip install llama-index-core"
@@ -50,7 +58,7 @@ except ImportError as e:  # pragma: no cover - depends on the environment
 from unirag.retrieval.search import query_text
 from unirag.model.unimodel import POOLINGS, UniModel
 
-__all__ = ["UniEmbedding", "UniEvidence", "UniLLM", "UniRerank"]
+__all__ = ["UniEmbedding", "UniEvidence", "UniLLM", "UniRerank", "UniRetriever"]
 
 # LlamaIndex roles -> the roles chat templates know
 _ROLE_MAP = {
@@ -289,10 +297,15 @@ class UniLLM(CustomLLM):
 
 
 # -- node postprocessors: the ask flow's rerank and evidence selection, in LlamaIndex's terms
+def _source(metadata: dict) -> str:
+    """A node's file for unirag's labels and citations: `source`, else what LlamaIndex readers set."""
+    return str(metadata.get("source") or metadata.get("file_path") or metadata.get("file_name") or "")
+
+
 def _as_hits(nodes: Sequence[NodeWithScore]) -> list:
     from unirag.retrieval.search import Hit
 
-    return [Hit(n.node.node_id, float(n.score or 0.0), n.node.get_content(), str(n.node.metadata.get("source", "")),
+    return [Hit(n.node.node_id, float(n.score or 0.0), n.node.get_content(), _source(n.node.metadata),
                 str(n.node.metadata.get("heading", "")), dict(n.node.metadata)) for n in nodes]
 
 
@@ -323,10 +336,14 @@ class _OnModel(BaseNodePostprocessor):
 
 
 class UniRerank(_OnModel):
-    """Reorder the first `top_n` nodes by the same model's query likelihood, fused with their
-    retrieval order: `unirag.retrieval.rerank.rerank`, what `unirag ask` runs."""
+    """The `top_n` best nodes, best first (as LlamaIndex's rerankers return them): the first
+    `depth` nodes (default: all) reordered by the same model's query likelihood, fused with their
+    retrieval order (`unirag.retrieval.rerank.rerank`, what `unirag ask` runs); score: the fused
+    score. Nodes past `depth` keep their retrieval order after the reranked ones."""
 
-    top_n: int = Field(default=5, description="How many leading nodes to rerank.")
+    top_n: int = Field(default=5, gt=0, description="How many nodes to return, best first.")
+    depth: Optional[int] = Field(default=None, gt=0, description="How many leading nodes the model reads "
+                                 "(one forward pass each); None: every node.")
 
     @classmethod
     def class_name(cls) -> str:
@@ -336,16 +353,21 @@ class UniRerank(_OnModel):
                            ) -> list[NodeWithScore]:
         from unirag.retrieval.rerank import rerank
 
+        question = _query(query_bundle)
+        if not nodes:
+            return []
+        ranked = rerank(self._model, question, _as_hits(nodes), self.depth or len(nodes))
         by_id = {n.node.node_id: n for n in nodes}
-        ranked = rerank(self._model, _query(query_bundle), _as_hits(nodes), self.top_n)
-        return [NodeWithScore(node=by_id[hit.id].node, score=hit.score) for hit in ranked]
+        return [NodeWithScore(node=by_id[hit.id].node, score=hit.score) for hit in ranked[: self.top_n]]
 
 
 class UniEvidence(_OnModel):
     """Cut each node down to the sentences that answer the query (with one sentence of context on
     each side), chosen as `unirag ask` chooses its evidence (`unirag.answer.ask.select_evidence`, the
     one implementation); nodes with no chosen sentence are dropped, and the rest come in the order
-    `unirag ask` shows its passages. A query engine then generates from a short, focused context."""
+    `unirag ask` shows its passages. A query engine then generates from a short, focused context.
+    Each kept node is a copy of its input node with the shorter text: id, metadata and
+    relationships (its source document, neighbours) stay as they were."""
 
     max_words: int = Field(default=54, description="Words of evidence kept over all nodes.")
 
@@ -365,10 +387,77 @@ class UniEvidence(_OnModel):
         best = {}
         for span in evidence.spans:
             best.setdefault(span.hit, span.score)
-        focused = focused_hits(hits, evidence.spans)
+        by_id = {n.node.node_id: n.node for n in nodes}
         out = []
-        for i, hit in enumerate(focused):  # each hit carries its node's id and metadata (`_as_hits`)
+        for i, hit in enumerate(focused_hits(hits, evidence.spans)):  # each hit carries its node's id
             if i in best:
-                node = TextNode(text=hit.text, metadata=_with_pages(hit.metadata), id_=hit.id)
-                out.append(NodeWithScore(node=node, score=best[i]))
+                node = by_id[hit.id]
+                # a copy with the chosen text; its stored embedding was of the whole text
+                cut = node.model_copy(update={"text": hit.text, "embedding": None,
+                                              "metadata": _with_pages(dict(node.metadata)),
+                                              "relationships": dict(node.relationships)})
+                out.append(NodeWithScore(node=cut, score=best[i]))
         return out
+
+
+# -- a retriever over a unirag collection
+def hit_node(hit) -> TextNode:
+    """A LlamaIndex node for a retrieved chunk: its id, text and metadata, with `file_name` and
+    `file_path` (as LlamaIndex readers set them) filled from `source` where the chunk lacks them
+    (collections ingested before they were stored), and its file as the SOURCE relationship."""
+    metadata = _with_pages(hit.metadata)
+    source = hit.source or str(metadata.get("source", ""))
+    if source:
+        root = str(metadata.get("root", ""))
+        metadata.setdefault("file_path", str(Path(root) / source) if root else source)
+        metadata.setdefault("file_name", Path(source).name)
+    node = TextNode(id_=hit.id, text=hit.text, metadata=metadata)
+    if metadata.get("file_path"):
+        node.relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id=str(metadata["file_path"]))
+    # ingest's bookkeeping, of no use to an LLM: kept in the metadata, never in prompts or embeddings
+    private = [k for k in metadata if k in _BOOKKEEPING]
+    node.excluded_llm_metadata_keys = private
+    node.excluded_embed_metadata_keys = private
+    return node
+
+
+_BOOKKEEPING = ("root", "content_hash", "version", "model", "embed_key", "chunk_index", "n_chunks", "n_tokens")
+
+
+class UniRetriever(BaseRetriever):
+    """A LlamaIndex retriever over a unirag collection: `unirag.retrieval.search.retrieve`, the
+    search `unirag retrieve` and `ask` run (hybrid dense + BM25 by default), one node per chunk.
+
+        retriever = UniRetriever(model, collection, top_k=5, rerank=15, sources=["guide/*"])
+        query_engine = RetrieverQueryEngine.from_args(retriever, llm=UniLLM(model))
+
+    `collection`: a Chroma collection `unirag ingest` made with this model
+    (`unirag.retrieval.store.open_collection`). `rerank`: candidates the same model reorders (0:
+    none); `sources`: fnmatch-style globs over the chunks' file paths (default: every file);
+    `mode`: hybrid, dense or lexical. A node's score is the hit's (`Hit.score`)."""
+
+    def __init__(self, model: UniModel, collection: Any, top_k: int = 5, rerank: int = 0,
+                 sources: Sequence[str] = (), mode: str = "hybrid",
+                 callback_manager: Optional[CallbackManager] = None, verbose: bool = False) -> None:
+        from unirag.retrieval import store
+        from unirag.retrieval.search import RETRIEVAL_MODES
+
+        _check_model(model)
+        if top_k < 1 or rerank < 0 or mode not in RETRIEVAL_MODES:
+            raise ValueError(f"top_k must be at least 1, rerank 0 or more, and mode one of "
+                             f"{', '.join(RETRIEVAL_MODES)}")
+        store.check_model(collection, model)  # a collection another model made fails here, not per query
+        super().__init__(callback_manager=callback_manager, verbose=verbose)
+        self._model, self._collection = model, collection
+        self.top_k, self.rerank, self.mode = top_k, rerank, mode
+        self.sources = tuple([sources] if isinstance(sources, str) else sources)
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        from unirag.retrieval.search import retrieve
+
+        hits = retrieve(self._model, self._collection, query_bundle.query_str, self.top_k, self.mode, self.rerank,
+                        sources=self.sources)
+        return [NodeWithScore(node=hit_node(hit), score=hit.score) for hit in hits]
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        return await asyncio.to_thread(self._retrieve, query_bundle)

@@ -1,8 +1,9 @@
 """Keep a Chroma collection in sync with a folder: incremental, idempotent, crash-safe.
 
 The collection itself is the only state. Every chunk's metadata holds its file (`root`,
-`source`), the file's content hash and a `version` (hash of content + chunk settings), plus
-`chunk_index` / `n_chunks`, and a PDF's chunk its first and last page (`page_start`, `page_end`).
+`source`; `file_name` and `file_path` too, as LlamaIndex's readers name them), the file's
+content hash and a `version` (hash of content + chunk settings), plus `chunk_index` / `n_chunks`,
+and a PDF's chunk its first and last page (`page_start`, `page_end`).
 Chunk ids are derived from (root, source, version, index), so the same file always produces the
 same ids and upserting twice never duplicates.
 
@@ -306,7 +307,9 @@ class _Run:
         self.pending = []
 
     def metadata(self, p: _Pending, chunk: Chunk, n: int, key: str) -> dict:
-        meta = {"root": self.root, "source": p.file.source, "title": p.doc.title, "heading": chunk.heading,
+        # file_name and file_path as LlamaIndex's readers name them, so its tools find them there
+        meta = {"root": self.root, "source": p.file.source, "file_name": Path(p.file.source).name,
+                "file_path": str(Path(self.root) / p.file.source), "title": p.doc.title, "heading": chunk.heading,
                 "chunk_index": chunk.index, "n_chunks": n, "n_tokens": chunk.n_tokens,
                 "content_hash": p.hash, "version": p.version, "model": self.model.name, "embed_key": key}
         # a PDF's chunk names its pages, which its citations show (`search.Hit.label`)

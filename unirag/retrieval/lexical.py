@@ -16,8 +16,8 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
 
 from unirag.retrieval import store
 RRF_K = 60  # the constant of Cormack et al. (2009); larger flattens the rank weights
@@ -65,24 +65,37 @@ class LexicalIndex:
     digest: str
     retriever: object  # bm25s.BM25, or None for an empty collection
     acronyms: frozenset[str] = frozenset()  # spelled out in the chunks (`spelled_out_acronyms`)
+    sources: list[str] = field(default_factory=list)  # each id's `source` metadata ("" when not given)
 
     @classmethod
-    def build(cls, ids: Sequence[str], texts: Sequence[str], digest: str = "") -> LexicalIndex:
+    def build(cls, ids: Sequence[str], texts: Sequence[str], digest: str = "",
+              sources: Sequence[str] | None = None) -> LexicalIndex:
         import bm25s
 
+        sources = list(sources) if sources is not None else [""] * len(ids)
         if not ids:
             return cls([], digest, None)
         retriever = bm25s.BM25()
         retriever.index(tokenize(texts), show_progress=False)
-        return cls(list(ids), digest, retriever, spelled_out_acronyms(texts))
+        return cls(list(ids), digest, retriever, spelled_out_acronyms(texts), sources)
 
-    def search(self, query: str, k: int) -> list[tuple[str, float]]:
+    def search(self, query: str, k: int, sources: Collection[str] | None = None) -> list[tuple[str, float]]:
+        """The k best chunks for `query`; with `sources`, the k best of the chunks of those files
+        (the others are masked out of the ranking, not dropped after it)."""
+        import numpy as np
+
         if self.retriever is None or k < 1:
             return []
         tokens = tokenize([query])
         if not tokens.vocab:  # only stopwords or punctuation: no lexical signal
             return []
-        docs, scores = self.retriever.retrieve(tokens, k=min(k, len(self.ids)), show_progress=False)
+        mask = None
+        if sources is not None:
+            mask = np.fromiter((s in sources for s in self.sources), dtype=np.float32, count=len(self.ids))
+            if not mask.any():
+                return []
+        docs, scores = self.retriever.retrieve(tokens, k=min(k, len(self.ids)), show_progress=False,
+                                               weight_mask=mask)
         return [(self.ids[int(d)], float(s)) for d, s in zip(docs[0], scores[0]) if s > 0]
 
     def mentions(self, word: str) -> bool:
@@ -113,8 +126,8 @@ def index_for(collection) -> LexicalIndex:
     with _LOCK:
         index = _CACHE.get(key)
         if index is None or index.digest != digest:
-            texts, ids = _all_texts(collection)
-            index = _CACHE[key] = LexicalIndex.build(ids, texts, ids_digest(ids))
+            texts, ids, sources = _all_texts(collection)
+            index = _CACHE[key] = LexicalIndex.build(ids, texts, ids_digest(ids), sources)
         return index
 
 
@@ -122,18 +135,18 @@ def _all_ids(collection) -> list[str]:
     return [id_ for got in store.pages(collection, []) for id_ in got["ids"]]
 
 
-def _all_texts(collection) -> tuple[list[str], list[str]]:
-    """Every chunk's words for BM25, in the order of their ids.
+def _all_texts(collection) -> tuple[list[str], list[str], list[str]]:
+    """Every chunk's words for BM25, its id and its source, in the order of their ids.
 
     Why sorted: the collection returns chunks in the order they were written, which depends on
     its history (a file re-ingested goes last), and BM25 ranks chunks of equal score in index
     order; sorted, the same chunks give the same ranking however the collection was built."""
     rows = []
     for got in store.pages(collection, ["documents", "metadatas"]):
-        rows += [(id_, chunk_words(doc or "", meta or {}))
+        rows += [(id_, chunk_words(doc or "", meta or {}), str((meta or {}).get("source", "")))
                  for id_, doc, meta in zip(got["ids"], got["documents"], got["metadatas"])]
     rows.sort()
-    return [text for _, text in rows], [id_ for id_, _ in rows]
+    return [text for _, text, _ in rows], [id_ for id_, _, _ in rows], [source for _, _, source in rows]
 
 
 def reciprocal_rank_fusion(rankings: Sequence[Sequence[str]], k: int = RRF_K,

@@ -8,6 +8,7 @@ model (`rerank.py`).
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
@@ -56,7 +57,8 @@ def pages_label(metadata: dict) -> str:
     return f"p. {first}" if last == first else f"pp. {first}-{last}"
 
 
-def retrieve(model, collection, question: str, top_k: int = 5, mode: str = "hybrid", rerank: int = 0) -> list[Hit]:
+def retrieve(model, collection, question: str, top_k: int = 5, mode: str = "hybrid", rerank: int = 0,
+             sources: Sequence[str] = ()) -> list[Hit]:
     """The top_k chunks for the question, best first.
 
     mode "dense": nearest EOS embeddings. "lexical": BM25 over the same chunks (`lexical.py`).
@@ -65,6 +67,9 @@ def retrieve(model, collection, question: str, top_k: int = 5, mode: str = "hybr
     rerank=N: the first N of that ranking are reordered by the same model's query likelihood
     (`rerank.py`), fused with their retrieval order, before the top_k are kept; 0 leaves the
     ranking as it is.
+    sources: fnmatch-style globs over the chunks' `source` (the file's path under the ingested
+    folder, e.g. "guide/*.md"); given, only chunks of matching files are searched, by dense search
+    and BM25 alike, so top_k matching chunks come back (not top_k chunks, then filtered).
     """
     if not question.strip():
         raise UniragError("the question is empty")
@@ -78,16 +83,26 @@ def retrieve(model, collection, question: str, top_k: int = 5, mode: str = "hybr
     count = collection.count()
     if count == 0:
         return []
+    allowed = None
+    if sources:
+        counts = store.source_counts(collection)
+        allowed = matching_sources(counts, sources)
+        if not allowed:
+            raise UniragError(f"no file in collection {collection.name!r} matches --source "
+                              f"{' '.join(sources)}; `unirag collections {collection.name}` lists its files")
+        if len(allowed) == len(counts):
+            allowed = None  # every file: no filter, and no list of every source for Chroma to match
     dense: list[Hit] = []
     if mode != "lexical":
         vector = model.embed([query_text(model, question)], pooling=store.collection_pooling(collection))[0]
         dense_depth = max(top_k, rerank) if mode == "dense" else max(top_k, rerank, CANDIDATES)
-        dense = dense_search(collection, vector, dense_depth)
+        dense = dense_search(collection, vector, dense_depth, allowed)
     depth = max(top_k, rerank)
     if mode == "dense":
         hits = distinct(dense)
     else:
-        words = lexical.index_for(collection).search(question, depth if mode == "lexical" else max(depth, CANDIDATES))
+        words = lexical.index_for(collection).search(question, depth if mode == "lexical" else max(depth, CANDIDATES),
+                                                     allowed)
         if mode == "lexical":
             ranked = words
         else:
@@ -105,8 +120,15 @@ def retrieve(model, collection, question: str, top_k: int = 5, mode: str = "hybr
     return hits[:top_k]
 
 
-def dense_search(collection, vector, depth: int) -> list[Hit]:
-    """The `depth` chunks nearest to `vector`, nearest first (score: cosine similarity).
+def matching_sources(counts: dict[str, int], globs: Sequence[str]) -> set[str]:
+    """The sources (of `store.source_counts`) that match any of the fnmatch-style `globs`; a
+    glob also matches a source it names exactly, and case matters."""
+    return {source for source in counts if any(source == g or fnmatch.fnmatchcase(source, g) for g in globs)}
+
+
+def dense_search(collection, vector, depth: int, sources: set[str] | None = None) -> list[Hit]:
+    """The `depth` chunks nearest to `vector`, nearest first (score: cosine similarity); with
+    `sources`, the nearest among the chunks of those files (Chroma filters before it ranks).
 
     Chroma's HNSW index is approximate, and searches with a candidate list as long as the larger
     of its `ef_search` (100) and the results asked for. On the dev collections (2-3 thousand
@@ -118,10 +140,11 @@ def dense_search(collection, vector, depth: int) -> list[Hit]:
     one of the top 20); 400 missed none of 3,000 there, and costs a fraction of a millisecond.
     Only the kept chunks are read in full."""
     count = collection.count()
-    if count == 0 or depth < 1:
+    if count == 0 or depth < 1 or sources is not None and not sources:
         return []
+    where = {"source": {"$in": sorted(sources)}} if sources is not None else None
     found = collection.query(query_embeddings=[vector], n_results=min(max(depth, SEARCH_DEPTH), count),
-                             include=["distances"])
+                             where=where, include=["distances"])
     ids, distances = found["ids"][0][:depth], found["distances"][0][:depth]
     got = collection.get(ids=ids, include=["documents", "metadatas"])
     stored = {id_: (doc, meta) for id_, doc, meta in zip(got["ids"], got["documents"], got["metadatas"])}

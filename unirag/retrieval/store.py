@@ -186,6 +186,74 @@ def records(collection, where: dict | None = None) -> dict[str, dict]:
     return out
 
 
+def source_counts(collection) -> dict[str, int]:
+    """{source: chunk count} over the whole collection (`source`: a file's path under its ingested folder)."""
+    counts: dict[str, int] = {}
+    for got in pages(collection, ["metadatas"]):
+        for meta in got["metadatas"]:
+            source = str((meta or {}).get("source", ""))
+            counts[source] = counts.get(source, 0) + 1
+    return counts
+
+
+def files(collection) -> int:
+    """How many files the collection holds chunks of (a file: its ingested folder and its `source`)."""
+    return len({(str(m.get("root", "")), str(m.get("source", ""))) for got in pages(collection, ["metadatas"])
+                for m in (meta or {} for meta in got["metadatas"])})
+
+
+def forget(collection, source: str, root: str | None = None) -> dict[str, int]:
+    """Delete the chunks of the file `source` (its path under the ingested folder `root`; None:
+    under any folder the collection holds it from); {root: chunks deleted}."""
+    where = {"source": source} if root is None else {"$and": [{"root": root}, {"source": source}]}
+    by_root: dict[str, set[str]] = {}
+    for id_, meta in records(collection, where).items():
+        by_root.setdefault(str(meta.get("root", "")), set()).add(id_)
+    for ids in by_root.values():
+        delete(collection, ids)
+    return {root: len(ids) for root, ids in sorted(by_root.items())}
+
+
+def roots(collection) -> set[str]:
+    """The folders (absolute paths) the collection's files were ingested from."""
+    return {str((meta or {}).get("root", "")) for got in pages(collection, ["metadatas"]) for meta in got["metadatas"]}
+
+
+_SEGMENTS = """
+import json, sqlite3, sys
+con = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True, timeout=10)
+print(json.dumps(con.execute("SELECT id, collection FROM segments WHERE scope = 'VECTOR'").fetchall()))
+"""
+
+
+def disk_usage(path: str | Path) -> tuple[dict[str, int], int]:
+    """({collection id: bytes of its vector index folder}, bytes of the shared SQLite file, which
+    holds every collection's texts and metadata) of an embedded database at `path`.
+
+    Chroma names each index folder after a segment, not the collection; the segments table maps
+    one to the other. It is read in a child process, as `check_sqlite` explains."""
+    import json
+    import subprocess
+    import sys
+
+    path = Path(path)
+    file = path / SQLITE_FILE
+    shared = file.stat().st_size if file.is_file() else 0
+    try:
+        probe = subprocess.run([sys.executable, "-I", "-S", "-c", _SEGMENTS, str(file)], capture_output=True,
+                               text=True, timeout=60)
+        segments = json.loads(probe.stdout) if probe.returncode == 0 else []
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        segments = []
+    sizes: dict[str, int] = {}
+    for segment, collection_id in segments:
+        folder = path / segment
+        if folder.is_dir():
+            size = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+            sizes[collection_id] = sizes.get(collection_id, 0) + size
+    return sizes, shared
+
+
 BATCH = 1000  # below chromadb's max batch size (5461 embedded, similar on servers)
 
 
