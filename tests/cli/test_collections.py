@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from unirag.cli.main import app
+from unirag.cli.commands import app
 from unirag.errors import UniragError
 
 runner = CliRunner()
