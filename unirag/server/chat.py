@@ -79,10 +79,8 @@ def quoted(result, settings: AskSettings) -> list:
     written from."""
     from unirag.answer.evidence import reading_order
 
-    spans = result.evidence.spans
-    if settings.reading_order:
-        spans = reading_order(spans, settings.lead_quote)
-    return spans[:1] if result.abstained else list(spans)
+    spans = reading_order(result.evidence.spans)
+    return spans[:1] if result.abstained else spans
 
 
 def open_collection(client, name: str, model):
