@@ -36,7 +36,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from unirag.cli.options import (DEFAULT_ANSWER, DEFAULT_RERANK, AdapterOpt, AnswerOpt, CompileOpt, DecodeCopyOpt, ModelOpt,
-                          PrecisionOpt, RerankOpt, RetrievalOpt, load_model)
+                          DeviceOpt, PrecisionOpt, RerankOpt, RetrievalOpt, load_model)
 from unirag.errors import UniragError
 from unirag.retrieval import store
 from unirag.answer.ask import AskSettings
@@ -502,12 +502,13 @@ def app_command(
     upload_dir: Annotated[Optional[Path], typer.Option(help="Where uploads are kept (default: next to --db, 'uploads/').")] = None,
     max_upload_mb: Annotated[float, typer.Option(help="Largest accepted upload, per file.")] = MAX_UPLOAD_MB,
     precision: PrecisionOpt = "auto",
+    device: DeviceOpt = "auto",
     compile: CompileOpt = False,
     decode_copy: DecodeCopyOpt = "int4",
 ):
     """Chat with your documents in the browser: streamed answers, sources, uploads (Gradio)."""
     credentials = parse_auth(auth)  # a malformed --auth fails before the model loads
-    uni = load_model(model, adapter, precision, compile_decode=compile, decode_copy=decode_copy)
+    uni = load_model(model, adapter, precision, compile_decode=compile, decode_copy=decode_copy, device=device)
     typer.echo(f"unirag app: {uni.name}, collection {collection!r} at {chroma_url or db}; "
                f"http://{host}:{port}" + (" (login required)" if credentials else ""))
     launch(uni, host=host, port=port, share=share, auth=credentials, db=db, chroma_url=chroma_url,

@@ -279,10 +279,12 @@ def draft_answer(model, question: str, hits: Sequence) -> str:
 
 
 def score(model, question: str, hits: Sequence, scorers: Sequence[str] = DEFAULT_SCORERS,
-          skip_tails: bool = True) -> tuple[list[_Candidate], dict[str, list[float]], float]:
+          skip_tails: bool = True, question_vector=None) -> tuple[list[_Candidate], dict[str, list[float]], float]:
     """(candidates, {scorer: score per candidate}, question log-likelihood after an empty passage).
 
-    The likelihood is always computed: abstention reads it."""
+    The likelihood is always computed: abstention reads it. `question_vector`: the question's
+    embedding (`model.embed([question])[0]`) where the caller already has it (the dense search
+    embedded the same text the same way); it is then not embedded again."""
     unknown = set(scorers) - set(SCORERS)
     if unknown:
         raise ValueError(f"unknown evidence scorer(s) {sorted(unknown)}; choose from {SCORERS}")
@@ -300,7 +302,10 @@ def score(model, question: str, hits: Sequence, scorers: Sequence[str] = DEFAULT
         texts = [question]
         if "draft" in scorers:
             texts.append(draft_answer(model, question, hits) or question)
-        vectors = model.embed(texts)
+        # the question alone embeds as the dense search embedded it; batched with the draft it
+        # would differ by rounding, so then it runs again
+        vectors = (question_vector[None, :] if question_vector is not None and len(texts) == 1
+                   else model.embed(texts))
         units = reading.vectors[:-1]
         if "embedding" in scorers:
             scores["embedding"] = list(units @ vectors[0])

@@ -17,7 +17,7 @@ from typing import Annotated, Optional
 import typer
 
 from unirag.cli.options import (DEFAULT_ANSWER, DEFAULT_RERANK, AdapterOpt, AnswerOpt, CompileOpt, ContextWordsOpt,
-                          DecodeCopyOpt, ModelOpt, PrecisionOpt, RerankOpt, RetrievalOpt, launcher_rank,
+                          DecodeCopyOpt, ModelOpt, DeviceOpt, PrecisionOpt, RerankOpt, RetrievalOpt, launcher_rank,
                           load_model)
 from unirag.errors import UniragError
 
@@ -45,13 +45,14 @@ def _check_question(question: str, command: str) -> None:
 
 
 def _model_and_collection(db: Path, chroma_url: Optional[str], collection: str, model: str, adapter: str,
-                          precision: str, compile_decode: bool = False, decode_copy: str = "int4"):
+                          precision: str, compile_decode: bool = False, decode_copy: str = "int4",
+                          device: str = "auto"):
     """Open the existing database first (so a bad --db fails before the slow model load), then
     the model, then the collection (which checks that this model made its vectors)."""
     from unirag.retrieval.store import connect, open_collection
 
     client = connect(db, chroma_url, must_exist=True)
-    uni = load_model(model, adapter, precision, compile_decode=compile_decode, decode_copy=decode_copy)
+    uni = load_model(model, adapter, precision, compile_decode=compile_decode, decode_copy=decode_copy, device=device)
     return uni, open_collection(client, collection, uni)
 
 
@@ -75,6 +76,7 @@ def ingest(
     reset: Annotated[bool, typer.Option(help="Delete the collection first and rebuild it.")] = False,
     progress: Annotated[bool, typer.Option(help="Show a progress bar on stderr.")] = True,
     precision: PrecisionOpt = "auto",
+    device: DeviceOpt = "auto",
     max_files: Annotated[Optional[int], typer.Option(hidden=True, min=0, help="Process only the first N files.")] = None,
 ):
     """Index a folder into Chroma; re-runs embed only new or changed files and drop removed ones."""
@@ -92,7 +94,7 @@ def ingest(
     if workers > 1 and reset:
         raise UniragError("--reset with several workers would race; reset in one process first")
     client = connect(db, chroma_url)
-    uni = load_model(model, adapter, precision)
+    uni = load_model(model, adapter, precision, device=device)
     if chunk_size + 32 > uni.max_length:
         raise UniragError(f"--chunk-size {chunk_size} leaves no room under the model's max_length {uni.max_length}")
     if reset:
@@ -116,6 +118,7 @@ def adapt(
     chunk_size: Annotated[int, typer.Option(help="Tokens per chunk (use the value you will ingest with).")] = 256,
     chunk_overlap: Annotated[int, typer.Option(help="Tokens shared by consecutive chunks of a section.")] = 32,
     resume: Annotated[bool, typer.Option(help="Continue from the last checkpoint in OUTPUT.")] = False,
+    device: DeviceOpt = "auto",
 ):
     """Adapt the model to your documents (UniMAE post-training, paper section 3.6), then ingest with --adapter OUTPUT."""
     from unirag.training.adapt import adapt as run_adapt
@@ -123,7 +126,7 @@ def adapt(
 
     settings = ChunkSettings(chunk_size, chunk_overlap)
     out = run_adapt(model, path, output, minutes=minutes, adapter=adapter, recipe=recipe, settings=settings,
-                    resume=resume)
+                    resume=resume, device=device)
     typer.echo(f"unirag: adapted adapter written to {out}\n"
                f"next: unirag ingest {path} --adapter {out} (and pass --adapter {out} to ask/chat/app)")
 
@@ -139,12 +142,13 @@ def retrieve(
     retrieval: RetrievalOpt = "hybrid",
     rerank: RerankOpt = DEFAULT_RERANK,
     precision: PrecisionOpt = "auto",
+    device: DeviceOpt = "auto",
 ):
     """Print the top-k chunks for a question (score, source, heading, first line), without generating."""
     from unirag.retrieval.search import retrieve as run_retrieve
 
     _check_question(question, "retrieve")
-    uni, coll = _model_and_collection(db, chroma_url, collection, model, adapter, precision)
+    uni, coll = _model_and_collection(db, chroma_url, collection, model, adapter, precision, device=device)
     hits = run_retrieve(uni, coll, question, top_k, retrieval, rerank)
     if not hits:
         typer.echo(f"unirag: collection {collection!r} is empty; run `unirag ingest` first")
@@ -187,13 +191,15 @@ def ask(
     max_new_tokens: MaxNewOpt = 64,
     temperature: TemperatureOpt = 0.0,
     precision: PrecisionOpt = "auto",
+    device: DeviceOpt = "auto",
     compile: CompileOpt = False,
     decode_copy: DecodeCopyOpt = "int4",
 ):
     """Answer a question from the indexed documents: quoted evidence and/or a short answer, with citations."""
     _check_question(question, "ask")
     settings = _settings(top_k, retrieval, rerank, answer, max_new_tokens, temperature)
-    uni, coll = _model_and_collection(db, chroma_url, collection, model, adapter, precision, compile, decode_copy)
+    uni, coll = _model_and_collection(db, chroma_url, collection, model, adapter, precision, compile, decode_copy,
+                                      device)
     _answer_and_cite(uni, coll, question, settings)
 
 
@@ -210,12 +216,14 @@ def chat(
     max_new_tokens: MaxNewOpt = 64,
     temperature: TemperatureOpt = 0.0,
     precision: PrecisionOpt = "auto",
+    device: DeviceOpt = "auto",
     compile: CompileOpt = False,
     decode_copy: DecodeCopyOpt = "int4",
 ):
     """Chat with your documents: each question retrieves afresh; earlier turns stay in the prompt."""
     settings = _settings(top_k, retrieval, rerank, answer, max_new_tokens, temperature)
-    uni, coll = _model_and_collection(db, chroma_url, collection, model, adapter, precision, compile, decode_copy)
+    uni, coll = _model_and_collection(db, chroma_url, collection, model, adapter, precision, compile, decode_copy,
+                                      device)
     typer.echo(f"unirag chat over {collection!r} ({coll.count()} chunks) with {uni.name}; "
                "an empty line, /exit or Ctrl-D quits.")
     history: list[tuple[str, str]] = []

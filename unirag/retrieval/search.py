@@ -8,6 +8,8 @@ model (`rerank.py`).
 
 from __future__ import annotations
 
+import contextlib
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
@@ -43,8 +45,33 @@ class Hit:
         return line if len(line) <= 100 else line[:99] + "…"
 
 
+@dataclass
+class Trace:
+    """What one `retrieve` call did, for the ask flow and benchmarks: seconds per stage
+    ("embed question", "dense search", "bm25", "rerank"), and the question's embedding with what
+    was embedded for it (`embedded`: (text, pooling)), which a later step embedding the same text
+    the same way takes instead of running the pass again."""
+
+    seconds: dict[str, float] = field(default_factory=dict)
+    vector: object = None  # np.ndarray (hidden,), or None (no dense search)
+    embedded: tuple[str, str] | None = None
+
+    @contextlib.contextmanager
+    def stage(self, name: str):
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - started
+
+    def vector_of(self, text: str, pooling: str):
+        """The embedding of `text` under `pooling` if this retrieval made exactly that one, else None."""
+        return self.vector if self.embedded == (text, pooling) else None
+
+
 def retrieve(model, collection, question: str, top_k: int = 5, mode: str = "hybrid", rerank: int = 0,
-             rerank_fusion: bool = True, rerank_weight: float | None = None) -> list[Hit]:
+             rerank_fusion: bool = True, rerank_weight: float | None = None,
+             trace: Trace | None = None) -> list[Hit]:
     """The top_k chunks for the question, best first.
 
     mode "dense": nearest EOS embeddings. "lexical": BM25 over the same chunks (`lexical.py`).
@@ -53,8 +80,10 @@ def retrieve(model, collection, question: str, top_k: int = 5, mode: str = "hybr
     rerank=N: the first N of that ranking are reordered by the same model's query likelihood
     (`rerank.py`), fused with their retrieval order (the likelihood's counted `rerank_weight` times,
     None: `rerank.LIKELIHOOD_WEIGHT`) unless rerank_fusion=False, before the top_k are kept; 0
-    leaves the ranking as it is.
+    leaves the ranking as it is. `trace`, if given, records the stages' seconds and the question's
+    embedding.
     """
+    trace = trace if trace is not None else Trace()
     if not question.strip():
         raise UniragError("the question is empty")
     if top_k < 1:
@@ -69,14 +98,20 @@ def retrieve(model, collection, question: str, top_k: int = 5, mode: str = "hybr
         return []
     dense: list[Hit] = []
     if mode != "lexical":
-        vector = model.embed([query_text(model, question)], pooling=store.collection_pooling(collection))[0]
+        embedded = (query_text(model, question), store.collection_pooling(collection))
+        with trace.stage("embed question"):
+            vector = model.embed([embedded[0]], pooling=embedded[1])[0]
+        trace.vector, trace.embedded = vector, embedded
         dense_depth = max(top_k, rerank) if mode == "dense" else max(top_k, rerank, CANDIDATES)
-        dense = dense_search(collection, vector, dense_depth)
+        with trace.stage("dense search"):
+            dense = dense_search(collection, vector, dense_depth)
     depth = max(top_k, rerank)
     if mode == "dense":
         hits = distinct(dense)
     else:
-        words = lexical.index_for(collection).search(question, depth if mode == "lexical" else max(depth, CANDIDATES))
+        with trace.stage("bm25"):
+            words = lexical.index_for(collection).search(question, depth if mode == "lexical"
+                                                         else max(depth, CANDIDATES))
         if mode == "lexical":
             ranked = words
         else:
@@ -91,7 +126,8 @@ def retrieve(model, collection, question: str, top_k: int = 5, mode: str = "hybr
         from unirag.retrieval.rerank import LIKELIHOOD_WEIGHT, rerank as rerank_hits
 
         weight = LIKELIHOOD_WEIGHT if rerank_weight is None else rerank_weight
-        hits = rerank_hits(model, question, hits, rerank, fuse=rerank_fusion, weight=weight)
+        with trace.stage("rerank"):
+            hits = rerank_hits(model, question, hits, rerank, fuse=rerank_fusion, weight=weight)
     return hits[:top_k]
 
 
