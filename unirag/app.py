@@ -146,6 +146,14 @@ def render_sources(hits: Sequence, spans: Sequence = ()) -> str:
     return "\n\n".join(parts)
 
 
+def render_reading(hits: Sequence) -> str:
+    """The Sources panel while the answer is made: the retrieved chunks' labels, unnumbered (the
+    answer's numbering follows the evidence, which may reorder them)."""
+    if not hits:
+        return "_No passages were retrieved for this question._"
+    return "\n".join(f'<p class="unirag-source-label"><em>reading</em> {html.escape(hit.label)}</p>' for hit in hits)
+
+
 def new_session() -> dict:
     """A session's state: `turns` [[question, answer], ...] for the prompt, `chat` for the display."""
     return {"turns": [], "chat": []}
@@ -245,7 +253,7 @@ class RagChat:
         The session is copied, never mutated in place; the returned copy carries the new turn.
         Empty or missing collections get EMPTY_COLLECTION instead of an answer.
         """
-        from unirag.answer.ask import ask
+        from unirag.answer.ask import ask_in_stages
 
         session = session or new_session()
         turns = [list(t) for t in session.get("turns", [])][-MAX_TURNS:]
@@ -268,7 +276,10 @@ class RagChat:
                                                   exts=" ".join(ALLOWED_EXTENSIONS)))
                 return
             query = f"{turns[-1][0]}\n{question}" if turns else question  # follow-ups keep their topic
-            result = ask(self.model, coll, question, self.ask_settings, [tuple(t) for t in turns], query)
+            stages = ask_in_stages(self.model, coll, question, self.ask_settings, [tuple(t) for t in turns], query)
+            # what is being read, as soon as retrieval ends; numbered once the answer is
+            yield say("", render_reading(next(stages)))
+            result = next(stages)
             sources = render_sources(result.hits, result.evidence.spans)
             yield say("", sources)
             text = ""

@@ -357,13 +357,24 @@ def ask(model, collection, question: str, settings: AskSettings = AskSettings(),
 
     `on_retrieved`, if given, is called with the retrieved chunks (best first, before the
     evidence is selected and the shown ones reordered) as soon as retrieval ends: a caller can
-    show what is being read while the answer is made."""
+    show what is being read while the answer is made (`ask_in_stages` yields them instead)."""
+    stages = ask_in_stages(model, collection, question, settings, history, query)
+    hits = next(stages)
+    if on_retrieved is not None:
+        on_retrieved(hits)
+    return next(stages)
+
+
+def ask_in_stages(model, collection, question: str, settings: AskSettings = AskSettings(),
+                  history: Sequence[Turn] = (), query: str | None = None) -> Iterator:
+    """`ask` for a caller that shows progress (a generator, as the app is): yields the retrieved
+    chunks (a list of Hit, best first) as soon as retrieval ends, then the Answer, which is
+    `ask`'s, value for value."""
     if not question.strip():
         raise UniragError("the question is empty")
     trace = Trace()
     hits = retrieve(model, collection, query or question, settings.top_k, settings.retrieval, settings.rerank,
                     trace=trace)
-    if on_retrieved is not None:
-        on_retrieved(list(hits))
-    return answer_hits(model, question, hits, settings, history,
-                       unmentioned=never_mentioned(collection, question, settings), trace=trace)
+    yield list(hits)
+    yield answer_hits(model, question, hits, settings, history,
+                      unmentioned=never_mentioned(collection, question, settings), trace=trace)

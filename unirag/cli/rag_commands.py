@@ -168,7 +168,15 @@ def _answer_and_cite(uni, coll, question: str, settings, history=(), query: Opti
     """Run the ask flow, stream the answer, print the sources; returns the answer text."""
     from unirag.answer.ask import ask as run_ask
 
-    result = run_ask(uni, coll, question, settings, history, query)
+    import sys
+
+    def reading(hits) -> None:
+        # on a terminal only: what is being read, while the evidence is chosen (stdout, which
+        # scripts read, is unchanged)
+        if hits and sys.stderr.isatty():
+            typer.echo(_safe("(reading " + "; ".join(h.label for h in hits) + ")"), err=True)
+
+    result = run_ask(uni, coll, question, settings, history, query, on_retrieved=reading)
     for piece in result.stream():
         typer.echo(_safe(piece), nl=False)
     typer.echo()
