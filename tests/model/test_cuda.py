@@ -32,7 +32,7 @@ def test_auto_loads_on_the_gpu_in_bf16_without_the_cpu_decode_paths(tiny_model_d
     if torch.cuda.is_bf16_supported():
         assert model.autocast_dtype is torch.bfloat16
     assert model.decode_copy is None and model._lean is None  # int4/int8 and the native step are CPU kernels
-    assert model.generate("The cat", max_new_tokens=4)  is not None
+    assert model.generate("The cat", max_new_tokens=4) is not None
     assert np.isfinite(model.embed(TEXTS)).all()
 
 
