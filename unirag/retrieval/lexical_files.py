@@ -72,8 +72,8 @@ def load(db: Path, name: str, collection_id: str, stamp: str):
         import bm25s
 
         retriever = bm25s.BM25.load(str(where), mmap=True, show_progress=False)
-    except (OSError, ValueError, KeyError) as err:
-        log.info("BM25 index under %s not loaded (%s): rebuilding it", where, err)
+    except Exception as err:  # missing, cut short, damaged, another bm25s's layout: rebuild
+        log.info("BM25 index under %s not loaded (%s: %s): rebuilding it", where, type(err).__name__, err)
         return None
     return LexicalIndex(list(record["ids"]), stamp, retriever, frozenset(record.get("acronyms", ())))
 
