@@ -26,6 +26,12 @@ QUESTIONS = ["How does unirag keep a crashed ingest from leaving duplicates?", "
              "How are chunks retrieved for a question?", "Which files can be ingested?",
              "How is a changed file re-indexed?", "What does hybrid retrieval fuse?"]
 
+TINY_DOCS = {"loops.md": "# Loops\n\nLoops can return values with break. A loop runs again.\n",
+             "cats.md": "# Cats\n\nThe cat sat on the mat. Cats sleep a lot.\n",
+             "rust.md": "# Rust\n\nRust has ownership and borrowing. A value has one owner.\n"}
+TINY_QUESTIONS = ["How does a loop return a value?", "Where did the cat sit?", "Who owns a value?",
+                  "What does a loop do?", "What has ownership?", "Do cats sleep?"]
+
 
 def load_model(name: str, device: str):
     """(model, what it is): the real model if it loads offline, else the tests' tiny Llama."""
@@ -59,9 +65,12 @@ def main() -> None:
     parser.add_argument("--model", default="smollm2-135m", help="a registry name, a folder, or 'tiny'")
     args = parser.parse_args()
 
+    from dataclasses import replace
+
     from ask_latency import naive_settings, one_ask
     from unirag.answer.ask import AskSettings
     from unirag.retrieval import store
+    from unirag.retrieval.chunking import ChunkSettings
     from unirag.retrieval.ingest import ingest
 
     started = time.perf_counter()
@@ -70,12 +79,21 @@ def main() -> None:
 
     db = Path(tempfile.mkdtemp(prefix="gpu-bench-db-"))
     collection = store.open_collection(store.connect(db), "bench", model, create=True)
-    summary = ingest(model, collection, args.docs)
-    print(f"ingest {args.docs}: {summary.chunks_written} chunks, {summary.tokens:,} tokens in "
+    # the tiny model's window is 256 tokens: short chunks and answers, so that a prompt fits
+    small = model.context_window < 1024
+    docs = Path(args.docs)
+    if small:  # and short files with short names: the shipped docs' labels alone would fill it
+        docs = Path(tempfile.mkdtemp(prefix="gpu-bench-docs-"))
+        for name, text in TINY_DOCS.items():
+            (docs / name).write_text(text)
+    summary = ingest(model, collection, docs, settings=ChunkSettings(48, 8) if small else ChunkSettings())
+    print(f"ingest {docs}: {summary.chunks_written} chunks, {summary.tokens:,} tokens in "
           f"{summary.seconds:.1f} s ({summary.tokens / max(summary.embed_seconds, 1e-9):,.0f} tokens/s embedded)")
 
     flows = {"default": AskSettings(), "naive": naive_settings()}
-    questions = QUESTIONS[:max(args.questions, 1)]
+    if small:
+        flows = {label: replace(flow, max_new_tokens=8) for label, flow in flows.items()}
+    questions = (TINY_QUESTIONS if small else QUESTIONS)[:max(args.questions, 1)]
     cold = one_ask(model, collection, questions[0], flows["default"])
     print(f"first ask in process (default): first text {cold['first_text_s']:.2f} s, total {cold['total_s']:.2f} s")
     runs = {label: [] for label in flows}
@@ -94,7 +112,7 @@ def main() -> None:
     times = []
     for _ in range(3):
         t0 = time.perf_counter()
-        n = sum(1 for _ in model.generate_ids(model.prompt_ids(prompt), max_new_tokens=64))
+        n = sum(1 for _ in model.generate_ids(model.prompt_ids(prompt), max_new_tokens=8 if small else 64))
         times.append((time.perf_counter() - t0, n))
     seconds, tokens = min(times)
     print(f"decode on {device_name(model)}: {tokens} greedy tokens in {seconds:.3f} s "

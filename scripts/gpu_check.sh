@@ -2,12 +2,12 @@
 # On one CUDA GPU, with no network: the CUDA tests, then a short ingest / ask / decode benchmark
 # (scripts/gpu_bench.py), each figure printed with the card's name. Bounded to stay under 8
 # minutes in all. Run from anywhere: bash scripts/gpu_check.sh
-# Uses .venv/bin/python when the checkout carries one, else python3. GPU_CHECK_DEVICE=cpu runs the
+# Uses .venv/bin/python when the checkout carries one, else python3 (GPU_CHECK_PYTHON overrides both). GPU_CHECK_DEVICE=cpu runs the
 # same steps on the CPU (to try the script on a machine without a GPU).
 set -u
 cd "$(dirname "$0")/.."
-PY=python3
-if [ -x .venv/bin/python ]; then PY=.venv/bin/python; fi
+PY="${GPU_CHECK_PYTHON:-python3}"
+if [ -z "${GPU_CHECK_PYTHON:-}" ] && [ -x .venv/bin/python ]; then PY=.venv/bin/python; fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 DEVICE="${GPU_CHECK_DEVICE:-cuda}"
