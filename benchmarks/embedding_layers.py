@@ -43,8 +43,6 @@ def layer_embeddings(model, texts: list[str], pooling: str, instruction: str | N
                      batch_size: int = 32) -> np.ndarray:
     """(layers + 1, n, hidden): the pooled, final-normed, L2-normalised state of every layer (0 = the
     token embeddings) for each text."""
-    import torch
-
     from unirag.model.pooling import padded_batch, pooled, token_budget_batches
 
     _, encoded = model._prepare(texts, pooling, instruction)

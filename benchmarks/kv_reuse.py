@@ -80,7 +80,7 @@ def main() -> None:
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--adapter", default="default")
     parser.add_argument("--precision", default="auto")
-    parser.add_argument("--device", default=None, help="e.g. cuda; default: where the model loads (CPU)")
+    parser.add_argument("--device", default=None, help="auto (default: CUDA where torch sees a GPU), cpu or cuda")
     parser.add_argument("--lengths", default="100,500,1000,2000", help="reused prefix lengths, in tokens")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--new-tokens", type=int, default=32)

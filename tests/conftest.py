@@ -23,7 +23,7 @@ def tiny_model_dir(tmp_path_factory):
 def tiny(tiny_model_dir):
     """A fresh UniModel over the tiny model (fresh so tests may modify weights)."""
     from unirag import UniModel
-    return UniModel.load(str(tiny_model_dir), precision="fp32")
+    return UniModel.load(str(tiny_model_dir), precision="fp32", device="cpu")  # CUDA tests ask for it
 
 
 @pytest.fixture(scope="session")
@@ -32,4 +32,4 @@ def real_model():
     exactness checks do not depend on whether this CPU has fast bf16 (test_integration_model
     checks the bf16 path separately where it is the default)."""
     from unirag import UniModel
-    return UniModel.load(precision="fp32")
+    return UniModel.load(precision="fp32", device="cpu")

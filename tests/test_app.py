@@ -69,6 +69,7 @@ def test_upload_then_answer_streams_with_sources(tiny, tmp_path):
     start = new_session()
     outputs = list(rag.respond(QUESTION, start, "docs"))
     assert len(outputs) >= 3  # sources first, then the answer piece by piece
+    assert outputs[0][2] == '<p class="unirag-source-label"><em>reading</em> zorblax.md &gt; Zorblax</p>'  # at retrieval
     chat, session, sources, box = outputs[-1]
     answer = chat[-1]["content"]
     assert chat[0] == {"role": "user", "content": QUESTION} and chat[-1]["role"] == "assistant" and answer

@@ -165,6 +165,20 @@ def test_ask_latency_percentile_and_summary():
     assert row["p50_first_text_s"] == 3.0 and row["p50_total_s"] == 7.0 and row["ratio"] == 1.0
 
 
+def test_ask_latency_naive_flow_stages_and_keys():
+    ask = load("ask_latency")
+    naive = ask.naive_settings()
+    assert naive.rerank == 0 and naive.top_k == 3 and naive.max_new_tokens == 64 and not naive.needs_evidence
+    assert list(ask.variants_for("default,naive")) == ["default", "naive"]
+    runs = [{"first_text_s": 1.0, "total_s": 2.0, "answer": "a", "stages": {s: 0.5 for s in ask.STAGES},
+             "key_correct": 1},
+            {"first_text_s": 3.0, "total_s": 4.0, "answer": "b", "stages": {s: 1.5 for s in ask.STAGES},
+             "key_correct": 0}]
+    row = ask.summarise("default", runs, runs)
+    assert row["keys_right"] == 1 and row["keys_asked"] == 2 and row["p50_stage_s"]["rerank"] == 1.0
+    assert len(ask.table_row(row)) == len(ask.HEADERS) and ask.table_row(row)[-1] == "1/2"
+
+
 def test_ingest_benchmark_reads_the_same_files_for_both_pipelines(tmp_path):
     ingest = load("ingest")
     root = tmp_path / "book"

@@ -39,8 +39,8 @@ from typing import Annotated, Any, Optional
 import typer
 
 from unirag.cli.options import (COLLECTION_ENV, DEFAULT_ANSWER, DEFAULT_RERANK, AdapterOpt, AnswerOpt, CompileOpt, DbOpt,
-                                DecodeCopyOpt, ModelOpt, PrecisionOpt, RerankOpt, RetrievalOpt, SourceOpt, UrlOpt,
-                                load_model)
+                                DecodeCopyOpt, DeviceOpt, ModelOpt, PrecisionOpt, RerankOpt, RetrievalOpt, SourceOpt,
+                                UrlOpt, load_model)
 from unirag.errors import UniragError
 from unirag.retrieval import store
 from unirag.answer.ask import AskSettings
@@ -150,6 +150,14 @@ def render_sources(hits: Sequence, spans: Sequence = ()) -> str:
                      f'<em>(similarity {hit.score:.3f})</em></p>\n'
                      f'<pre class="unirag-source-text">{text}</pre>')
     return "\n\n".join(parts)
+
+
+def render_reading(hits: Sequence) -> str:
+    """The Sources panel while the answer is made: the retrieved chunks' labels, unnumbered (the
+    answer's numbering follows the evidence, which may reorder them)."""
+    if not hits:
+        return "_No passages were retrieved for this question._"
+    return "\n".join(f'<p class="unirag-source-label"><em>reading</em> {html.escape(hit.label)}</p>' for hit in hits)
 
 
 def new_session() -> dict:
@@ -279,7 +287,7 @@ class RagChat:
         The session is copied, never mutated in place; the returned copy carries the new turn.
         Empty or missing collections get EMPTY_COLLECTION instead of an answer.
         """
-        from unirag.answer.ask import ask
+        from unirag.answer.ask import ask_in_stages
 
         session = session or new_session()
         turns = [list(t) for t in session.get("turns", [])][-MAX_TURNS:]
@@ -302,7 +310,10 @@ class RagChat:
                                                   exts=" ".join(ALLOWED_EXTENSIONS)))
                 return
             query = f"{turns[-1][0]}\n{question}" if turns else question  # follow-ups keep their topic
-            result = ask(self.model, coll, question, self.ask_settings, [tuple(t) for t in turns], query)
+            stages = ask_in_stages(self.model, coll, question, self.ask_settings, [tuple(t) for t in turns], query)
+            # what is being read, as soon as retrieval ends; numbered once the answer is
+            yield say("", render_reading(next(stages)))
+            result = next(stages)
             sources = render_sources(result.hits, result.evidence.spans)
             yield say("", sources)
             text = ""
@@ -554,12 +565,13 @@ def app_command(
     upload_dir: Annotated[Optional[Path], typer.Option(help="Where uploads are kept (default: next to --db, 'uploads/').")] = None,
     max_upload_mb: Annotated[float, typer.Option(help="Largest accepted upload, per file.")] = MAX_UPLOAD_MB,
     precision: PrecisionOpt = "auto",
+    device: DeviceOpt = "auto",
     compile: CompileOpt = False,
     decode_copy: DecodeCopyOpt = "int4",
 ):
     """Chat with your documents in the browser: streamed answers, sources, uploads (Gradio)."""
     credentials = parse_auth(auth)  # a malformed --auth fails before the model loads
-    uni = load_model(model, adapter, precision, compile_decode=compile, decode_copy=decode_copy)
+    uni = load_model(model, adapter, precision, compile_decode=compile, decode_copy=decode_copy, device=device)
     shown = repr(collection) if collection else "picked on start"
     typer.echo(f"unirag app: {uni.name}, collection {shown} at {chroma_url or db}; "
                f"http://{host}:{port}" + (" (login required)" if credentials else ""))

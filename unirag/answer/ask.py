@@ -23,14 +23,14 @@ collection mentions none of them (`mentions.py`); the answer then says which.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 from unirag.errors import UniragError
 from unirag.answer import evidence as evidence_mod
 from unirag.retrieval import lexical
 from unirag.answer import mentions
-from unirag.retrieval.search import RETRIEVAL_MODES, Hit, retrieve
+from unirag.retrieval.search import RETRIEVAL_MODES, Hit, Trace, retrieve
 from unirag.answer.generate import Turn, answer, citations, fit
 from unirag.answer.sentences import plain
 
@@ -114,9 +114,18 @@ class Answer:
     text: str = ""
     looped: bool = False  # the generated part was cut where it started repeating itself
     evidence_s: float = 0.0  # seconds spent selecting the evidence (0 when it was passed in)
+    # seconds per stage: retrieval's (`search.Trace`), "evidence", and once the stream has ended,
+    # "answer text" (the time spent making its pieces, not the caller's time between them)
+    seconds: dict[str, float] = field(default_factory=dict)
 
     def stream(self) -> Iterator[str]:
-        for piece in self._pieces:
+        pieces = iter(self._pieces)
+        while True:
+            started = time.perf_counter()
+            piece = next(pieces, None)
+            self.seconds["answer text"] = self.seconds.get("answer text", 0.0) + time.perf_counter() - started
+            if piece is None:
+                return
             self.text += piece
             yield piece
 
@@ -241,33 +250,38 @@ def chosen_evidence(hits: Sequence[Hit], cands, scores: dict[str, list[float]], 
     return hits, chosen
 
 
-def select_evidence(model, question: str, hits: Sequence[Hit], settings: AskSettings = AskSettings()
-                    ) -> tuple[list[Hit], evidence_mod.Evidence]:
+def select_evidence(model, question: str, hits: Sequence[Hit], settings: AskSettings = AskSettings(),
+                    question_vector=None) -> tuple[list[Hit], evidence_mod.Evidence]:
     """Score `hits`' units against `question` with the model (`evidence.score`) and choose from
     them as `settings` say (`chosen_evidence`): the passages in the order to show them and the
-    evidence numbered to match. What `answer_hits` and the LlamaIndex `UniEvidence` run."""
-    cands, scores, null = evidence_mod.score(model, question, hits)
+    evidence numbered to match. What `answer_hits` and the LlamaIndex `UniEvidence` run.
+    `question_vector`: `model.embed([question])[0]`, where the caller already has it."""
+    cands, scores, null = evidence_mod.score(model, question, hits, question_vector)
     return chosen_evidence(hits, cands, scores, null, settings)
 
 
 def answer_hits(model, question: str, hits: Sequence[Hit], settings: AskSettings = AskSettings(),
                 history: Sequence[Turn] = (), evidence: evidence_mod.Evidence | None = None,
-                unmentioned: Sequence[str] = ()) -> Answer:
+                unmentioned: Sequence[str] = (), trace: Trace | None = None) -> Answer:
     """The answer to `question` from these chunks (already retrieved), as `ask` gives it.
 
     `evidence`, if given, is used as is instead of selecting it again: pass `.hits` and
     `.evidence` of an earlier Answer to the same question with the same word budget (evaluation
     shares them between answer modes). `unmentioned`: the question's names that the collection
     never mentions (`never_mentioned()`); given, the answer abstains and says so, unless
-    `settings.abstain` is off."""
+    `settings.abstain` is off. `trace`: the retrieval's (`search.Trace`), whose stage seconds the
+    answer reports, and whose question embedding the evidence takes where it embedded the
+    question itself."""
     if not question.strip():
         raise UniragError("the question is empty")
+    trace = trace if trace is not None else Trace()
     hits, history = fit(model, question, list(hits)[: settings.top_k], history, settings.max_new_tokens,
                         ANSWER_SYSTEM)
     started = time.perf_counter()
     if evidence is None:
         if hits:
-            hits, evidence = select_evidence(model, question, hits, settings)
+            hits, evidence = select_evidence(model, question, hits, settings,
+                                             trace.vector_of(question, model.default_pooling))
         else:
             evidence = evidence_mod.Evidence([], float("-inf"))
         selected_s = time.perf_counter() - started
@@ -276,18 +290,38 @@ def answer_hits(model, question: str, hits: Sequence[Hit], settings: AskSettings
     ev = evidence
     names_unmentioned = settings.abstain and bool(unmentioned)
     abstained = bool(hits) and (settings.abstains(ev) or names_unmentioned)
-    result = Answer(question, hits, ev, abstained, evidence_s=selected_s)
+    result = Answer(question, hits, ev, abstained, evidence_s=selected_s,
+                    seconds={**trace.seconds, "evidence": selected_s})
     result._pieces = _pieces(model, question, hits, ev, abstained, history, settings,
                              on_loop=lambda: setattr(result, "looped", True), unmentioned=unmentioned)
     return result
 
 
 def ask(model, collection, question: str, settings: AskSettings = AskSettings(),
-        history: Sequence[Turn] = (), query: str | None = None) -> Answer:
-    """Retrieve for `query` (default: the question) and answer `question` from what was found."""
+        history: Sequence[Turn] = (), query: str | None = None,
+        on_retrieved: Callable[[list[Hit]], None] | None = None) -> Answer:
+    """Retrieve for `query` (default: the question) and answer `question` from what was found.
+
+    `on_retrieved`, if given, is called with the retrieved chunks (best first, before the
+    evidence is selected and the shown ones reordered) as soon as retrieval ends: a caller can
+    show what is being read while the answer is made (`ask_in_stages` yields them instead)."""
+    stages = ask_in_stages(model, collection, question, settings, history, query)
+    hits = next(stages)
+    if on_retrieved is not None:
+        on_retrieved(hits)
+    return next(stages)
+
+
+def ask_in_stages(model, collection, question: str, settings: AskSettings = AskSettings(),
+                  history: Sequence[Turn] = (), query: str | None = None) -> Iterator:
+    """`ask` for a caller that shows progress (a generator, as the app is): yields the retrieved
+    chunks (a list of Hit, best first) as soon as retrieval ends, then the Answer, which is
+    `ask`'s, value for value."""
     if not question.strip():
         raise UniragError("the question is empty")
+    trace = Trace()
     hits = retrieve(model, collection, query or question, settings.top_k, settings.retrieval, settings.rerank,
-                    sources=settings.sources)
-    return answer_hits(model, question, hits, settings, history,
-                       unmentioned=never_mentioned(collection, question, settings))
+                    sources=settings.sources, trace=trace)
+    yield list(hits)
+    yield answer_hits(model, question, hits, settings, history,
+                      unmentioned=never_mentioned(collection, question, settings), trace=trace)

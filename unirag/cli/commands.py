@@ -18,7 +18,7 @@ from typing import Annotated, Optional
 import typer
 
 from unirag.cli.options import (DEFAULT_ANSWER, DEFAULT_DB, DEFAULT_RERANK, AdapterOpt, AnswerOpt, CompileOpt, DbOpt,
-                                DecodeCopyOpt, ModelOpt, PrecisionOpt, launcher_rank, load_model)
+                                DecodeCopyOpt, DeviceOpt, ModelOpt, PrecisionOpt, launcher_rank, load_model)
 
 from unirag.errors import UniragError
 from unirag.evaluation.cli import eval_app
@@ -70,11 +70,12 @@ def embed(
     batch_size: int = 32,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write a .npy file instead of JSON lines.")] = None,
     precision: PrecisionOpt = "auto",
+    device: DeviceOpt = "auto",
 ):
     """Embed texts and print one JSON line per text (or save a .npy matrix)."""
     if texts == ["-"]:
         texts = [line.rstrip("\n") for line in sys.stdin if line.strip()]
-    uni = load_model(model, adapter, precision, max_length)
+    uni = load_model(model, adapter, precision, max_length, device=device)
     vectors = uni.embed(texts, pooling=pooling, batch_size=batch_size, instruction=instruction,
                         show_progress=len(texts) > batch_size)
     if output is not None:
@@ -97,11 +98,12 @@ def generate(
     system: Annotated[Optional[str], typer.Option(help="Optional system message.")] = None,
     stream: Annotated[bool, typer.Option(help="Print tokens as they come.")] = True,
     precision: PrecisionOpt = "auto",
+    device: DeviceOpt = "auto",
     compile: CompileOpt = False,
     decode_copy: DecodeCopyOpt = "int4",
 ):
     """Generate an answer with the same model that embeds."""
-    uni = load_model(model, adapter, precision, compile_decode=compile, decode_copy=decode_copy)
+    uni = load_model(model, adapter, precision, compile_decode=compile, decode_copy=decode_copy, device=device)
     result = uni.generate(prompt, max_new_tokens=max_new_tokens, temperature=temperature,
                           system=system, stream=stream)
     if stream:
@@ -141,13 +143,15 @@ def train(
     model: ModelOpt = "smollm2-135m",
     init_adapter: Annotated[Optional[str], typer.Option(help="Continue from this adapter (e.g. SimCSE after UniMAE).")] = None,
     resume: Annotated[bool, typer.Option(help="Continue from the last checkpoint in OUTPUT.")] = False,
+    device: DeviceOpt = "auto",
 ):
     """Train a UniMAE / SimCSE / question-passage adapter. Extra `--key value` pairs override the recipe (e.g. --steps 50)."""
     from unirag.training.config import load_config
     from unirag.training.trainer import train as run_training
 
     config = load_config(recipe, _parse_overrides(ctx.args))
-    out = run_training(config, model, str(data), str(output), resume=resume, init_adapter=init_adapter)
+    out = run_training(config, model, str(data), str(output), resume=resume, init_adapter=init_adapter,
+                       device=device)
     if launcher_rank()[0] == 0:  # under torchrun / accelerate only the first process writes it
         typer.echo(f"unirag: adapter written to {out}")
 
@@ -160,6 +164,7 @@ def queries(
     seed: int = 0,
     model: ModelOpt = "smollm2-135m",
     adapter: AdapterOpt = "default",
+    device: DeviceOpt = "auto",
 ):
     """Write synthetic questions for `unirag train --recipe pairs`: the model asks one question per
     passage; questions that are no question, or that find other passages first, are dropped."""
@@ -167,7 +172,7 @@ def queries(
     from unirag.training.queries import sample, synthesize
 
     texts = sample(load_texts(data)["text"], limit, seed)
-    counts = synthesize(load_model(model, adapter), texts, output)
+    counts = synthesize(load_model(model, adapter, device=device), texts, output)
     typer.echo(f"unirag: {counts['kept']} pairs written to {output} ({counts['passages']} passages asked, "
                f"{counts['plausible']} plausible questions)")
 
@@ -189,7 +194,7 @@ def export(
         raise UniragError("say where to write: --merged FOLDER, --gguf FILE.gguf, or both")
     if gguf is not None:
         check_target(gguf, gguf_type)  # before the model loads
-    uni = load_model(model, adapter, precision="fp32")  # weights as trained, never bf16-held
+    uni = load_model(model, adapter, precision="fp32", device="cpu")  # weights as trained, never bf16-held
     if merged is not None:
         out = export_merged(uni, merged)
         typer.echo(f"unirag: merged model written to {out} (see {out / 'SERVING.md'})")
@@ -215,6 +220,7 @@ def demo(
     port: int = 7860,
     answer: AnswerOpt = DEFAULT_ANSWER,
     max_new_tokens: Annotated[int, typer.Option(min=1, help="Longest generated answer, in tokens.")] = 64,
+    device: DeviceOpt = "auto",
 ):
     """The main job on the embedded defaults: index sample docs, answer a question, open the chat app.
 
@@ -226,7 +232,7 @@ def demo(
 
     settings = AskSettings(rerank=DEFAULT_RERANK, answer=answer, max_new_tokens=max_new_tokens)
 
-    uni = load_model(model, adapter)
+    uni = load_model(model, adapter, device=device)
     typer.echo(f"unirag demo: {uni.name} (one {type(uni.model).__name__} embeds and generates)")
     client = connect(db)
     try:

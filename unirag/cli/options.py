@@ -25,7 +25,10 @@ SourceOpt = Annotated[Optional[list[str]], typer.Option(
     "(fnmatch-style: 'guide/*.md', 'api/*'); repeat it for several. Default: every file.")]
 AdapterOpt = Annotated[str, typer.Option(
     "--adapter", "-a", help="PEFT adapter folder; 'default' = the shipped UniMAE adapter; 'none' = base model.")]
-PrecisionOpt = Annotated[str, typer.Option(help="auto (bf16 only where the CPU has AMX/AVX512-BF16), fp32 or bf16.")]
+PrecisionOpt = Annotated[str, typer.Option(
+    help="auto (on a CPU bf16 only where it has AMX/AVX512-BF16; on a GPU bf16 where it has it), fp32 or bf16.")]
+DeviceOpt = Annotated[str, typer.Option(
+    "--device", help="auto (a CUDA GPU where torch sees one, else the CPU), cpu or cuda (cuda:N): where the model runs.")]
 CompileOpt = Annotated[bool, typer.Option(
     "--compile/--no-compile", help="Run generation steps through torch.compile, after a one-time compile on the "
     "first answer. Whether it pays off depends on the machine: measure yours (docs/PERFORMANCE.md).")]
@@ -49,16 +52,16 @@ ContextWordsOpt = Annotated[int, typer.Option(
     "its embedding knows what it continues (the stored text stays the chunk alone). 0 = off.")]
 
 def load_model(model: str, adapter: Optional[str] = "default", precision: str = "auto", max_length: int = 512,
-               compile_decode: bool = False, decode_copy: str = "int4"):
+               compile_decode: bool = False, decode_copy: str = "int4", device: str = "auto"):
     """Load the one model a command uses (imports torch only when a command needs it);
-    decode_copy "none" decodes on the model's own weights."""
+    decode_copy "none" decodes on the model's own weights; device: auto, cpu or cuda."""
     from unirag.model.unimodel import UniModel
 
     copy = None if decode_copy.lower() == "none" else decode_copy.lower()
     if copy not in (None, "int4", "int8"):  # before the weights load (UniModel checks only after)
         raise UniragError(f"--decode-copy {decode_copy}: choose int4, int8 or none")
     return UniModel.load(model, adapter, precision=precision, max_length=max_length, compile_decode=compile_decode,
-                         decode_copy=copy)
+                         decode_copy=copy, device=device)
 
 
 def launcher_rank() -> tuple[int, int]:

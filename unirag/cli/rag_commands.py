@@ -17,8 +17,8 @@ from typing import Annotated, Optional
 import typer
 
 from unirag.cli.options import (DEFAULT_ANSWER, DEFAULT_DB, DEFAULT_RERANK, AdapterOpt, AnswerOpt, CollectionOpt,
-                                CompileOpt, ContextWordsOpt, DbOpt, DecodeCopyOpt, ModelOpt, PrecisionOpt, RerankOpt,
-                                RetrievalOpt, SourceOpt, UrlOpt, launcher_rank, load_model)
+                                CompileOpt, ContextWordsOpt, DbOpt, DecodeCopyOpt, DeviceOpt, ModelOpt, PrecisionOpt,
+                                RerankOpt, RetrievalOpt, SourceOpt, UrlOpt, launcher_rank, load_model)
 from unirag.errors import UniragError
 
 TopKOpt = Annotated[int, typer.Option("--top-k", "-k", min=1, help="How many chunks to retrieve (and, for ask/chat, show and cite).")]
@@ -41,13 +41,14 @@ def _check_question(question: str, command: str) -> None:
 
 
 def _model_and_collection(db: Path, chroma_url: Optional[str], collection: str, model: str, adapter: str,
-                          precision: str, compile_decode: bool = False, decode_copy: str = "int4"):
+                          precision: str, compile_decode: bool = False, decode_copy: str = "int4",
+                          device: str = "auto"):
     """Open the existing database first (so a bad --db fails before the slow model load), then
     the model, then the collection (which checks that this model made its vectors)."""
     from unirag.retrieval.store import connect, open_collection
 
     client = connect(db, chroma_url, must_exist=True)
-    uni = load_model(model, adapter, precision, compile_decode=compile_decode, decode_copy=decode_copy)
+    uni = load_model(model, adapter, precision, compile_decode=compile_decode, decode_copy=decode_copy, device=device)
     return uni, open_collection(client, collection, uni)
 
 
@@ -71,6 +72,7 @@ def ingest(
     reset: Annotated[bool, typer.Option(help="Delete the collection first and rebuild it.")] = False,
     progress: Annotated[bool, typer.Option(help="Show a progress bar on stderr.")] = True,
     precision: PrecisionOpt = "auto",
+    device: DeviceOpt = "auto",
     max_files: Annotated[Optional[int], typer.Option(hidden=True, min=0, help="Process only the first N files.")] = None,
 ):
     """Index a folder into Chroma; re-runs embed only new or changed files and drop removed ones."""
@@ -88,7 +90,7 @@ def ingest(
     if workers > 1 and reset:
         raise UniragError("--reset with several workers would race; reset in one process first")
     client = connect(db, chroma_url)
-    uni = load_model(model, adapter, precision)
+    uni = load_model(model, adapter, precision, device=device)
     if chunk_size + 32 > uni.max_length:
         raise UniragError(f"--chunk-size {chunk_size} leaves no room under the model's max_length {uni.max_length}")
     if reset:
@@ -112,6 +114,7 @@ def adapt(
     chunk_size: Annotated[int, typer.Option(help="Tokens per chunk (use the value you will ingest with).")] = 256,
     chunk_overlap: Annotated[int, typer.Option(help="Tokens shared by consecutive chunks of a section.")] = 32,
     resume: Annotated[bool, typer.Option(help="Continue from the last checkpoint in OUTPUT.")] = False,
+    device: DeviceOpt = "auto",
 ):
     """Adapt the model to your documents (UniMAE post-training, paper section 3.6), then ingest with --adapter OUTPUT."""
     from unirag.training.adapt import adapt as run_adapt
@@ -119,7 +122,7 @@ def adapt(
 
     settings = ChunkSettings(chunk_size, chunk_overlap)
     out = run_adapt(model, path, output, minutes=minutes, adapter=adapter, recipe=recipe, settings=settings,
-                    resume=resume)
+                    resume=resume, device=device)
     typer.echo(f"unirag: adapted adapter written to {out}\n"
                f"next: unirag ingest {path} --adapter {out} (and pass --adapter {out} to ask/chat/app)")
 
@@ -136,12 +139,13 @@ def retrieve(
     rerank: RerankOpt = DEFAULT_RERANK,
     source: SourceOpt = None,
     precision: PrecisionOpt = "auto",
+    device: DeviceOpt = "auto",
 ):
     """Print the top-k chunks for a question (score, source, heading, first line), without generating."""
     from unirag.retrieval.search import retrieve as run_retrieve
 
     _check_question(question, "retrieve")
-    uni, coll = _model_and_collection(db, chroma_url, collection, model, adapter, precision)
+    uni, coll = _model_and_collection(db, chroma_url, collection, model, adapter, precision, device=device)
     hits = run_retrieve(uni, coll, question, top_k, retrieval, rerank, sources=tuple(source or ()))
     if not hits:
         typer.echo(f"unirag: collection {collection!r} is empty; run `unirag ingest` first")
@@ -161,7 +165,15 @@ def _answer_and_cite(uni, coll, question: str, settings, history=(), query: Opti
     """Run the ask flow, stream the answer, print the sources; returns the answer text."""
     from unirag.answer.ask import ask as run_ask
 
-    result = run_ask(uni, coll, question, settings, history, query)
+    import sys
+
+    def reading(hits) -> None:
+        # on a terminal only: what is being read, while the evidence is chosen (stdout, which
+        # scripts read, is unchanged)
+        if hits and sys.stderr.isatty():
+            typer.echo(_safe("(reading " + "; ".join(h.label for h in hits) + ")"), err=True)
+
+    result = run_ask(uni, coll, question, settings, history, query, on_retrieved=reading)
     for piece in result.stream():
         typer.echo(_safe(piece), nl=False)
     typer.echo()
@@ -185,13 +197,15 @@ def ask(
     temperature: TemperatureOpt = 0.0,
     source: SourceOpt = None,
     precision: PrecisionOpt = "auto",
+    device: DeviceOpt = "auto",
     compile: CompileOpt = False,
     decode_copy: DecodeCopyOpt = "int4",
 ):
     """Answer a question from the indexed documents: quoted evidence and/or a short answer, with citations."""
     _check_question(question, "ask")
     settings = _settings(top_k, retrieval, rerank, answer, max_new_tokens, temperature, source)
-    uni, coll = _model_and_collection(db, chroma_url, collection, model, adapter, precision, compile, decode_copy)
+    uni, coll = _model_and_collection(db, chroma_url, collection, model, adapter, precision, compile, decode_copy,
+                                      device)
     _answer_and_cite(uni, coll, question, settings)
 
 
@@ -209,12 +223,14 @@ def chat(
     temperature: TemperatureOpt = 0.0,
     source: SourceOpt = None,
     precision: PrecisionOpt = "auto",
+    device: DeviceOpt = "auto",
     compile: CompileOpt = False,
     decode_copy: DecodeCopyOpt = "int4",
 ):
     """Chat with your documents: each question retrieves afresh; earlier turns stay in the prompt."""
     settings = _settings(top_k, retrieval, rerank, answer, max_new_tokens, temperature, source)
-    uni, coll = _model_and_collection(db, chroma_url, collection, model, adapter, precision, compile, decode_copy)
+    uni, coll = _model_and_collection(db, chroma_url, collection, model, adapter, precision, compile, decode_copy,
+                                      device)
     only = f", files matching {' '.join(source)}" if source else ""
     typer.echo(f"unirag chat over {collection!r} ({coll.count()} chunks{only}) with {uni.name}; "
                "an empty line, /exit or Ctrl-D quits.")

@@ -17,7 +17,7 @@ from typing import Annotated, Optional
 import typer
 
 from unirag.cli.options import (DEFAULT_DB, DEFAULT_RERANK, AdapterOpt, ContextWordsOpt, DbOpt, DecodeCopyOpt,
-                                ModelOpt, PrecisionOpt, RerankOpt, RetrievalOpt, load_model)
+                                DeviceOpt, ModelOpt, PrecisionOpt, RerankOpt, RetrievalOpt, load_model)
 
 from unirag.errors import UniragError
 
@@ -80,6 +80,7 @@ def embed(
     batch_size: int = 32,
     max_length: Annotated[int, typer.Option(help="Longer inputs are truncated.")] = 512,
     precision: PrecisionOpt = "auto",
+    device: DeviceOpt = "auto",
     progress: ProgressOpt = True,
     reference: ReferenceOpt = None,
 ):
@@ -101,7 +102,7 @@ def embed(
     unknown = [t for t in task_names if t not in TASKS]
     if unknown:
         raise UniragError(f"unknown task(s) {', '.join(unknown)}; known: {', '.join(TASKS)}")
-    uni = load_model(model, adapter, precision, max_length)
+    uni = load_model(model, adapter, precision, max_length, device=device)
     rows = {}
     for p in poolings or [uni.default_pooling]:
         rows[f"{uni.name} {p}"] = run_tasks(uni, task_names, folder, pooling=p, limit=limit, output_dir=output,
@@ -137,6 +138,7 @@ def lm(
     batch_size: int = 16,
     output: OutputOpt = None,
     precision: PrecisionOpt = "auto",
+    device: DeviceOpt = "auto",
     progress: ProgressOpt = True,
 ):
     """Perplexity, zero-shot multiple choice and LAMBADA, scored like lm-evaluation-harness."""
@@ -155,7 +157,7 @@ def lm(
     variants = ["none", adapter_dir] if adapter_dir and compare_base else [adapter_dir or "none"]
     runs: dict[str, dict] = {}
     for variant in variants:  # one model in memory at a time
-        uni = load_model(model, variant, precision)
+        uni = load_model(model, variant, precision, device=device)
         label = uni.name if uni.name not in runs else f"{uni.name} ({variant})"
         runs[label] = run_lm_eval(uni, folder, task_names, limit=limit, limit_tokens=limit_tokens,
                                   batch_size=batch_size, max_length=window, stride=stride, show_progress=progress)
@@ -203,6 +205,7 @@ def rag(
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="JSON file for the metrics and every "
                                                    "question's ranking; a .md table is written beside it.")] = None,
     precision: PrecisionOpt = "auto",
+    device: DeviceOpt = "auto",
     decode_copy: DecodeCopyOpt = "int4",
     progress: ProgressOpt = True,
     ingest: Annotated[bool, typer.Option(help="Bring --collection in line with --docs first; --no-ingest scores "
@@ -237,7 +240,7 @@ def rag(
     if missing:
         typer.echo(f"unirag: warning: {len(missing)} answer file(s) are not under {docs}: "
                    f"{', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}", err=True)
-    uni = load_model(model, adapter, precision, decode_copy=decode_copy)
+    uni = load_model(model, adapter, precision, decode_copy=decode_copy, device=device)
     if chunk_size + 32 > uni.max_length:
         raise UniragError(f"--chunk-size {chunk_size} leaves no room under the model's max_length {uni.max_length}")
     coll = open_collection(connect(db), collection, uni, create=ingest)
@@ -284,6 +287,7 @@ def tsne(
     data: DataOpt = None,
     output: Annotated[Path, typer.Option("--output", "-o", help="PNG file to write.")] = Path("runs/figures/tsne_banking77.png"),
     precision: PrecisionOpt = "auto",
+    device: DeviceOpt = "auto",
 ):
     """The paper's Figure 2: t-SNE of Banking77 test texts of the largest intents, base vs adapted."""
     from unirag.evaluation.figures import intent_texts, largest_intents, save_tsne_figure, tsne_panel
@@ -293,7 +297,7 @@ def tsne(
     texts, labels = intent_texts(folder, intents)
     panels = {}
     for role, variant, pooling in (("base", "none", base_pooling), ("adapted", adapter, None)):
-        uni = load_model(model, variant, precision)
+        uni = load_model(model, variant, precision, device=device)
         pooling = pooling or uni.default_pooling
         vectors = uni.embed(texts, pooling=pooling)
         panels[f"{role}: {uni.name} ({pooling})"] = tsne_panel(vectors, labels)

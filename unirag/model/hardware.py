@@ -31,6 +31,37 @@ def cpu_has_fast_bf16() -> bool:
     return "amx_bf16" in flags or "avx512_bf16" in flags
 
 
+DEVICES = ("auto", "cpu", "cuda")
+
+
+def resolve_device(device: "str | torch.device | None" = "auto") -> "torch.device":
+    """Map "auto" | "cpu" | "cuda" (or "cuda:N") to a torch device: "auto" (and None) picks CUDA
+    where `torch.cuda.is_available()`, else the CPU; "cuda" without a usable GPU is refused."""
+    import torch
+
+    from unirag.errors import UniragError
+
+    if isinstance(device, torch.device):
+        device = str(device)
+    name = (device or "auto").strip().lower()
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cpu":
+        return torch.device("cpu")
+    if name == "cuda" or name.startswith("cuda:"):
+        if not torch.cuda.is_available():
+            raise UniragError(f"--device {device}: no CUDA GPU is available to this torch build; "
+                              "use --device cpu or auto")
+        try:
+            chosen = torch.device(name)
+        except RuntimeError:
+            raise UniragError(f"--device {device}: write cuda or cuda:N") from None
+        if chosen.index is not None and chosen.index >= torch.cuda.device_count():
+            raise UniragError(f"--device {device}: only {torch.cuda.device_count()} CUDA device(s)")
+        return chosen
+    raise UniragError(f"unknown device {device!r}; use {', '.join(DEVICES)} (or cuda:N)")
+
+
 def resolve_precision(precision: str, device: "torch.device") -> "torch.dtype | None":
     """Map "auto" | "fp32" | "bf16" to the autocast dtype (None means plain fp32)."""
     import torch

@@ -125,7 +125,7 @@ class UniModel:
     # ------------------------------------------------------------------ loading
     @classmethod
     def load(cls, model: str | None = None, adapter: str | None = "default", *, merge: bool = True,
-             precision: str = "auto", max_length: int = 512, device: str | None = None,
+             precision: str = "auto", max_length: int = 512, device: str | None = "auto",
              trust_remote_code: bool = False, compile_decode: bool = False,
              bf16_weights: bool = True, static_cache: bool = False, decode_copy: str | None = "int4",
              native_step: bool = True) -> "UniModel":
@@ -138,10 +138,15 @@ class UniModel:
         static_cache=True decodes into a preallocated KV cache (docs/PERFORMANCE.md section 2).
         decode_copy picks the copy generated tokens read: "int4", "int8", or None (the bf16 weights).
         native_step=False keeps the lean step in Python (unirag/model/fast_decode/native_step.py; the same tokens).
+        device: "auto" (CUDA where torch sees a GPU, else the CPU), "cpu" or "cuda" ("cuda:N");
+        every pass then runs there (on CUDA, precision "auto" is bf16 where the GPU has it, and
+        the CPU-only decode copy and native step stand aside).
         """
         from unirag.model.adapters import apply_adapter, read_record, weights_digest
+        from unirag.model.hardware import resolve_device
         from unirag.model.registry import DEFAULT_MODEL, load_base, resolve_adapter
 
+        target = resolve_device(device)  # before the weights load: a bad --device fails at once
         model_name = model or DEFAULT_MODEL
         adapter = resolve_adapter(model_name, adapter)
         base, tokenizer = load_base(model_name, trust_remote_code=trust_remote_code)
@@ -150,8 +155,8 @@ class UniModel:
         if adapter:
             base, info = apply_adapter(base, adapter, merge=merge)
             name = f"{model_name}+{info.get('name', adapter)}@{weights_digest(adapter)}"
-        if device:
-            base.to(device)
+        if target.type != "cpu":
+            base.to(target)
         return cls(base, tokenizer, name=name, max_length=max_length, precision=precision, info=info,
                    compile_decode=compile_decode, bf16_weights=bf16_weights, static_cache=static_cache,
                    decode_copy=decode_copy, native_step=native_step)

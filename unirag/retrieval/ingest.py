@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from unirag.errors import UniragError
-from unirag.retrieval import store
+from unirag.retrieval import lexical, store
 from unirag.retrieval.chunking import Chunk, ChunkSettings, chunk_text, embed_texts
 from unirag.readers.registry import (DEFAULT_MAX_BYTES, KINDS, Document, Skipped, SourceFile, content_hash, parse, reader_format,
                       read_bytes, walk)
@@ -161,11 +161,16 @@ def ingest(model, collection, root: str | Path, *, settings: ChunkSettings = Chu
         run.flush()
         gone = set(run.existing) - {f.source for f in files} if worker == 0 else set()
         for source in sorted(gone):
+            run.touch()
             store.delete(collection, run.existing[source])
             run.summary.removed.append(source)
             run.summary.chunks_deleted += len(run.existing[source])
     finally:
         run.bar.close()
+        if run.touched:  # also after an error: what was written must not pass for the old chunks
+            store.mark_changed(collection)
+    if run.touched:
+        lexical.rebuild(collection)  # once, here, rather than in the first query after it
     run.summary.seconds = time.perf_counter() - started
     return run.summary
 
@@ -194,6 +199,7 @@ class _Run:
         self.pending: list[_Pending] = []
         self.summary = IngestSummary()
         self.pause = float(os.environ.get(PAUSE_ENV, "0") or 0)
+        self.touched = False  # whether this run has written to the collection
         # progress counts the files' bytes, not the files: one large file (a PDF, a single-page
         # manual) is most of the work, and its chunks' embeddings move the bar as they are done
         self.sizes = {f.source: max(_size(f), 1) for f in todo}
@@ -201,6 +207,13 @@ class _Run:
         self.bar = tqdm(total=sum(self.sizes.values()), unit="B", unit_scale=True, desc="ingest",
                         disable=not progress, file=sys.stderr, dynamic_ncols=True)
         self.bar.set_postfix(files=f"0/{self.files}")
+
+    def touch(self) -> None:
+        """Before the run's first write: a new chunks stamp, so that a run killed mid-way (no
+        `finally`) still leaves a stamp no saved BM25 index carries, and the next query rebuilds."""
+        if not self.touched:
+            store.mark_changed(self.collection)
+            self.touched = True
 
     def visit(self, file: SourceFile, max_file_bytes: int) -> None:
         old = self.existing.get(file.source, set())
@@ -212,6 +225,7 @@ class _Run:
         if (current := self.complete_ids(file.source, version, old)) is not None:
             stale = old - current
             if stale:  # a killed run upserted this version but did not get to delete the old one
+                self.touch()
                 store.delete(self.collection, stale)
                 self.summary.repaired.append(file.source)
                 self.summary.chunks_deleted += len(stale)
@@ -238,6 +252,7 @@ class _Run:
 
     def skip(self, skipped: Skipped, old: set[str]) -> None:
         if old:  # the file is no longer indexable: its old chunks must not answer questions
+            self.touch()
             store.delete(self.collection, old)
             self.summary.chunks_deleted += len(old)
             skipped = Skipped(skipped.source, skipped.reason + " (its old chunks were removed)")
@@ -282,6 +297,7 @@ class _Run:
                 chunks = [c for p in self.pending for c in p.chunks]
                 self.summary.tokens += sum(chunks[i].n_tokens for i in new)
         vectors = np.stack(vectors)
+        self.touch()
         row = 0
         for p in self.pending:
             n = len(p.chunks)

@@ -5,10 +5,13 @@ the right chapter. A 135M-parameter embedding blurs such rare keywords; BM25 doe
 two rankings costs one sparse lookup, no second model.
 
 The index is built from what the Chroma collection itself stores (each chunk's title, heading path
-and text), so it cannot drift from the vectors: it lives in memory, keyed by the collection and a
-digest of its chunk ids. Chunk ids change whenever a file's content changes (see
-`ingest.chunk_id`), so after any incremental ingest the next query rebuilds it, in time that grows
-with the number of chunks. Nothing is written to disk.
+and text), so it cannot drift from the vectors. It is keyed by the collection's chunks stamp
+(`store.STAMP_KEY`), which every ingest that changes the chunks renews: a query re-reads that one
+value instead of every chunk id. In an embedded database the index is saved beside it
+(`lexical_files.py`: `<db>/bm25/<collection>/<stamp>/`), built once by the ingest that changed the
+chunks and mapped from disk by later processes; with a Chroma server it lives in memory. A
+collection no ingest has stamped yet (made before stamps) is keyed by a digest of its chunk ids,
+as before, and rebuilt in memory whenever they change.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ import threading
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
-from unirag.retrieval import store
+from unirag.retrieval import lexical_files, store
+
 RRF_K = 60  # the constant of Cormack et al. (2009); larger flattens the rank weights
 
 
@@ -119,16 +123,46 @@ _LOCK = threading.Lock()
 
 
 def index_for(collection) -> LexicalIndex:
-    """The collection's BM25 index, rebuilt only when its set of chunk ids changed since last time."""
-    ids = _all_ids(collection)
-    digest = ids_digest(ids)
+    """The collection's BM25 index: the one in memory or on disk for its current chunks stamp,
+    else built (and saved, in an embedded database). Unstamped: rebuilt only when its set of
+    chunk ids changed since last time."""
+    stamp = store.chunks_stamp(collection)
     key = f"{collection.id}"
     with _LOCK:
         index = _CACHE.get(key)
-        if index is None or index.digest != digest:
-            texts, ids, sources = _all_texts(collection)
-            index = _CACHE[key] = LexicalIndex.build(ids, texts, ids_digest(ids), sources)
+        if stamp is None:
+            digest = ids_digest(_all_ids(collection))
+            if index is None or index.digest != digest:
+                texts, ids, sources = _all_texts(collection)
+                index = _CACHE[key] = LexicalIndex.build(ids, texts, ids_digest(ids), sources)
+            return index
+        if index is not None and index.digest == stamp:
+            return index
+        db = store.persist_folder(collection)
+        loaded = lexical_files.load(db, collection.name, key, stamp) if db is not None else None
+        index = _CACHE[key] = loaded or _built(collection, stamp, db)
         return index
+
+
+def rebuild(collection) -> LexicalIndex | None:
+    """Build the index for the collection's current stamp now, and save it beside an embedded
+    database: what an ingest that changed the chunks calls, so that no query waits for it.
+    None for an unstamped collection."""
+    stamp = store.chunks_stamp(collection)
+    if stamp is None:
+        return None
+    with _LOCK:
+        index = _CACHE[f"{collection.id}"] = _built(collection, stamp, store.persist_folder(collection))
+    return index
+
+
+def _built(collection, stamp: str, db) -> LexicalIndex:
+    """Read every chunk (after the stamp was read, so the index holds at least what it stamps)."""
+    texts, ids, sources = _all_texts(collection)
+    index = LexicalIndex.build(ids, texts, stamp, sources)
+    if db is not None:
+        lexical_files.save(index, db, collection.name, f"{collection.id}", stamp)
+    return index
 
 
 def _all_ids(collection) -> list[str]:

@@ -21,7 +21,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from unirag.errors import UniragError
 from unirag.model.scoring import PROMPT, question_logprobs  # noqa: F401  (PROMPT: part of this module's API)
 
 LIKELIHOOD_WEIGHT = 3.0  # the likelihood ranking's weight in the fusion; the retrieval order's is 1

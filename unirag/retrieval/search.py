@@ -8,7 +8,9 @@ model (`rerank.py`).
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
@@ -47,6 +49,30 @@ class Hit:
         return line if len(line) <= 100 else line[:99] + "…"
 
 
+@dataclass
+class Trace:
+    """What one `retrieve` call did, for the ask flow and benchmarks: seconds per stage
+    ("embed question", "dense search", "bm25", "rerank"), and the question's embedding with what
+    was embedded for it (`embedded`: (text, pooling)), which a later step embedding the same text
+    the same way takes instead of running the pass again."""
+
+    seconds: dict[str, float] = field(default_factory=dict)
+    vector: object = None  # np.ndarray (hidden,), or None (no dense search)
+    embedded: tuple[str, str] | None = None
+
+    @contextlib.contextmanager
+    def stage(self, name: str):
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - started
+
+    def vector_of(self, text: str, pooling: str):
+        """The embedding of `text` under `pooling` if this retrieval made exactly that one, else None."""
+        return self.vector if self.embedded == (text, pooling) else None
+
+
 def pages_label(metadata: dict) -> str:
     """"p. 12" or "pp. 12-13" for a chunk whose metadata names its pages (a PDF's), else "" (other
     formats, and collections ingested before chunks recorded their pages)."""
@@ -58,7 +84,7 @@ def pages_label(metadata: dict) -> str:
 
 
 def retrieve(model, collection, question: str, top_k: int = 5, mode: str = "hybrid", rerank: int = 0,
-             sources: Sequence[str] = ()) -> list[Hit]:
+             sources: Sequence[str] = (), trace: Trace | None = None) -> list[Hit]:
     """The top_k chunks for the question, best first.
 
     mode "dense": nearest EOS embeddings. "lexical": BM25 over the same chunks (`lexical.py`).
@@ -70,7 +96,9 @@ def retrieve(model, collection, question: str, top_k: int = 5, mode: str = "hybr
     sources: fnmatch-style globs over the chunks' `source` (the file's path under the ingested
     folder, e.g. "guide/*.md"); given, only chunks of matching files are searched, by dense search
     and BM25 alike, so top_k matching chunks come back (not top_k chunks, then filtered).
+    `trace`, if given, records the stages' seconds and the question's embedding.
     """
+    trace = trace if trace is not None else Trace()
     if not question.strip():
         raise UniragError("the question is empty")
     if top_k < 1:
@@ -94,15 +122,20 @@ def retrieve(model, collection, question: str, top_k: int = 5, mode: str = "hybr
             allowed = None  # every file: no filter, and no list of every source for Chroma to match
     dense: list[Hit] = []
     if mode != "lexical":
-        vector = model.embed([query_text(model, question)], pooling=store.collection_pooling(collection))[0]
+        embedded = (query_text(model, question), store.collection_pooling(collection))
+        with trace.stage("embed question"):
+            vector = model.embed([embedded[0]], pooling=embedded[1])[0]
+        trace.vector, trace.embedded = vector, embedded
         dense_depth = max(top_k, rerank) if mode == "dense" else max(top_k, rerank, CANDIDATES)
-        dense = dense_search(collection, vector, dense_depth, allowed)
+        with trace.stage("dense search"):
+            dense = dense_search(collection, vector, dense_depth, allowed)
     depth = max(top_k, rerank)
     if mode == "dense":
         hits = distinct(dense)
     else:
-        words = lexical.index_for(collection).search(question, depth if mode == "lexical" else max(depth, CANDIDATES),
-                                                     allowed)
+        with trace.stage("bm25"):
+            words = lexical.index_for(collection).search(question, depth if mode == "lexical"
+                                                         else max(depth, CANDIDATES), allowed)
         if mode == "lexical":
             ranked = words
         else:
@@ -116,7 +149,8 @@ def retrieve(model, collection, question: str, top_k: int = 5, mode: str = "hybr
     if rerank:
         from unirag.retrieval.rerank import rerank as rerank_hits
 
-        hits = rerank_hits(model, question, hits, rerank)
+        with trace.stage("rerank"):
+            hits = rerank_hits(model, question, hits, rerank)
     return hits[:top_k]
 
 

@@ -20,6 +20,9 @@ from unirag.errors import UniragError
 DEFAULT_DB = Path(".unirag") / "chroma"
 MODEL_KEY, POOLING_KEY, DIM_KEY, FORMAT_KEY = "unirag_model", "unirag_pooling", "unirag_dim", "unirag_format"
 FORMAT = 1  # bump when the chunk id / metadata layout changes
+# a fresh random value an ingest writes whenever it changes the collection's chunks: what the
+# BM25 index of those chunks is keyed by (retrieval/lexical.py), instead of a scan of every id
+STAMP_KEY = "unirag_chunks_stamp"
 
 
 def connect(db: str | Path | None = None, url: str | None = None, *, must_exist: bool = False):
@@ -165,6 +168,57 @@ def delete_collection(client, name: str) -> None:
         client.delete_collection(name)
     except NotFoundError:
         pass
+    folder = _persist_folder(getattr(client, "_server", None) or client)
+    if folder is not None:
+        import shutil
+
+        shutil.rmtree(folder / "bm25" / name, ignore_errors=True)
+
+
+def chunks_stamp(collection) -> str | None:
+    """The collection's chunks stamp (STAMP_KEY) as the database holds it now, re-read: another
+    process may have ingested since this collection object was opened. None for a collection no
+    ingest has stamped yet (made before stamps, or still empty)."""
+    try:
+        model = collection._client.get_collection(name=collection.name, tenant=collection.tenant,
+                                                  database=collection.database)
+        meta = model.metadata or {}
+    except Exception:  # a client without that internal call: trust the object's own copy
+        meta = collection.metadata or {}
+    stamp = meta.get(STAMP_KEY)
+    return stamp if isinstance(stamp, str) and stamp.isalnum() else None
+
+
+def mark_changed(collection) -> str:
+    """Give the collection a new chunks stamp (keeping its other metadata); returns it."""
+    import uuid
+
+    stamp = uuid.uuid4().hex
+    try:
+        current = collection._client.get_collection(name=collection.name, tenant=collection.tenant,
+                                                    database=collection.database).metadata or {}
+    except Exception:
+        current = collection.metadata or {}
+    # modify() replaces the whole metadata: carry every other key over
+    collection.modify(metadata={**current, STAMP_KEY: stamp})
+    return stamp
+
+
+def persist_folder(collection) -> Path | None:
+    """The embedded database's folder the collection lives in; None for a Chroma server."""
+    return _persist_folder(collection._client)
+
+
+def _persist_folder(api) -> Path | None:
+    try:
+        settings = api.get_settings()
+    except Exception:
+        return None
+    if not getattr(settings, "is_persistent", False) or not settings.persist_directory:
+        return None
+    if "fastapi" in str(getattr(settings, "chroma_api_impl", "")).lower():
+        return None
+    return Path(settings.persist_directory)
 
 
 def pages(collection, include: list[str], where: dict | None = None, page: int = 5000) -> Iterator[dict]:

@@ -36,7 +36,7 @@ def domain_texts(root: str | Path, tokenizer, settings: ChunkSettings = ChunkSet
 
 def adapt(model: str, root: str | Path, output: str | Path, *, minutes: float, adapter: str | None = "default",
           recipe: str = "adapt", settings: ChunkSettings = ChunkSettings(), overrides: dict | None = None,
-          resume: bool = False) -> Path:
+          resume: bool = False, device: str = "auto") -> Path:
     """Train `adapter` (the shipped one by default) further on the chunks of `root`; return the folder."""
     import datasets
     from transformers import AutoTokenizer
@@ -55,5 +55,5 @@ def adapt(model: str, root: str | Path, output: str | Path, *, minutes: float, a
     # The longest chunk must fit whole: heading path + chunk_size tokens + EOS.
     config.max_length = max(config.max_length, settings.chunk_size + 64)
     return train(config, model, str(root), str(output), resume=resume,
-                 init_adapter=init_adapter,
+                 init_adapter=init_adapter, device=device,
                  texts=datasets.Dataset.from_dict({"text": texts}))

@@ -412,12 +412,14 @@ def model_card(meta: dict) -> str:
 
 
 def train(config: TrainConfig, model: str, data: str, output: str, resume: bool = False,
-          init_adapter: str | None = None, keep_checkpoints: bool = True, texts=None) -> Path:
-    """Run one training job and return the output folder.
+          init_adapter: str | None = None, keep_checkpoints: bool = True, texts=None,
+          device: str = "auto") -> Path:
+    """Run one training job and return the output folder. `device`: auto (CUDA where torch sees a
+    GPU), cpu or cuda.
 
     `texts`: an in-memory `datasets.Dataset` with a `text` column to train on instead of reading
     `data` (which is then only recorded, e.g. the folder `unirag adapt` chunked)."""
-    from unirag.model.hardware import resolve_precision, tune_allocator
+    from unirag.model.hardware import resolve_device, resolve_precision, tune_allocator
     from unirag.model.registry import load_base
     from unirag.training.data import (PadCollator, choose_mask_token, choose_summary_tokens, load_pairs, load_texts, split_sentences,
                        tokenize, tokenize_pairs)
@@ -429,6 +431,7 @@ def train(config: TrainConfig, model: str, data: str, output: str, resume: bool 
     if not resume and ckpt_dir.is_dir() and any(ckpt_dir.glob("checkpoint-*")):
         raise UniragError(f"{out_dir} already has checkpoints; pass --resume to continue, or pick a new --output")
 
+    target = resolve_device(device)  # a bad --device fails before the data is read
     tune_allocator()  # much faster steps on CPU; training only, since it raises a server's RSS
     torch.manual_seed(config.seed)
     base, tokenizer = load_base(model)
@@ -446,7 +449,7 @@ def train(config: TrainConfig, model: str, data: str, output: str, resume: bool 
         summary_tokens, summary_ids = choose_summary_tokens(tokenizer, config.gem_tokens, avoid={mask_id})
     module = UniMAEModule(build_llm(base, config, init_adapter, summary_ids), config, mask_id, summary_ids)
 
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = target
     bf16 = resolve_precision(config.precision, device) is torch.bfloat16
     args = TrainingArguments(
         output_dir=str(ckpt_dir), max_steps=config.steps, per_device_train_batch_size=config.micro_batch_size,
