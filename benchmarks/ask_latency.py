@@ -52,13 +52,9 @@ def percentile(values: list[float], q: float) -> float:
 def naive_settings():
     """The flow without the default's extra passes: hybrid top 3, no rerank, no evidence
     selection, 64 tokens generated from the whole chunks, never abstaining."""
-    from dataclasses import replace
+    from unirag.evaluation.rag import WholeChunks
 
-    from unirag.answer.ask import AskSettings
-
-    return replace(AskSettings(), rerank=0, answer="generated", focused=False, max_new_tokens=64,
-                   abstain_below=None, abstain_answer_below=None, abstain_similarity_below=None,
-                   abstain_unmentioned=False)
+    return WholeChunks(top_k=3, max_new_tokens=64)
 
 
 def variants_for(names: str) -> dict:
@@ -74,10 +70,17 @@ def one_ask(model, collection, question, settings) -> dict:
     """Ask one question (a `evaluation.rag.Question`, or a plain string); time it and score its keys."""
     from unirag.answer.ask import ask
     from unirag.evaluation.answers import score
+    from unirag.evaluation.rag import WholeChunks, chunks_answer
+    from unirag.retrieval.search import Trace, retrieve
 
     text = getattr(question, "question", question)
     start = time.perf_counter()
-    result = ask(model, collection, text, settings)
+    if isinstance(settings, WholeChunks):  # the naive flow: hybrid search, then the whole chunks
+        trace = Trace()
+        result = chunks_answer(model, text, retrieve(model, collection, text, settings.top_k, trace=trace), settings)
+        result.seconds.update(trace.seconds)
+    else:
+        result = ask(model, collection, text, settings)
     first = None
     for piece in result.stream():
         if first is None and piece.strip():

@@ -43,12 +43,11 @@ def test_the_retrieval_trace_holds_the_question_vector_embed_gives(tiny, collect
     assert trace.vector_of(QUESTIONS[0], "mean") is None and trace.vector_of("other", "eos") is None
 
 
-@pytest.mark.parametrize("scorers", [evidence.DEFAULT_SCORERS, ("likelihood", "embedding", "draft")])
-def test_evidence_scores_with_the_shared_question_vector_are_the_same(tiny, collection, scorers):
+def test_evidence_scores_with_the_shared_question_vector_are_the_same(tiny, collection):
     hits = retrieve(tiny, collection, QUESTIONS[1], top_k=3)
     vector = tiny.embed([QUESTIONS[1]])[0]
-    _, shared, null_shared = evidence.score(tiny, QUESTIONS[1], hits, scorers, question_vector=vector)
-    _, alone, null_alone = evidence.score(tiny, QUESTIONS[1], hits, scorers)
+    _, shared, null_shared = evidence.score(tiny, QUESTIONS[1], hits, question_vector=vector)
+    _, alone, null_alone = evidence.score(tiny, QUESTIONS[1], hits)
     assert null_shared == null_alone
     assert shared.keys() == alone.keys()
     for name in alone:

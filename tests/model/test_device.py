@@ -37,7 +37,7 @@ def test_load_on_the_cpu_keeps_the_cpu_paths(tiny_model_dir):
 def test_the_cli_refuses_a_bad_device_before_loading(tiny_model_dir):
     from typer.testing import CliRunner
 
-    from unirag.cli.main import app
+    from unirag.cli.commands import app
 
     result = CliRunner().invoke(app, ["embed", "hello", "--model", str(tiny_model_dir), "--device", "tpu"])
     assert result.exit_code != 0

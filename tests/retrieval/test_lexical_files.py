@@ -42,7 +42,7 @@ def fresh_process():
 
 def built_in_memory(collection) -> lexical.LexicalIndex:
     """The index as it was built before stamps: from every chunk, in memory."""
-    texts, ids = lexical._all_texts(collection)
+    texts, ids, _ = lexical._all_texts(collection)
     return lexical.LexicalIndex.build(ids, texts)
 
 
@@ -156,7 +156,7 @@ def test_an_unstamped_collection_keeps_the_in_memory_index(tiny, tmp_path):
 
 @pytest.mark.slow  # a Chroma server
 def test_a_chroma_server_keeps_the_index_in_memory_keyed_by_the_stamp(tiny, tmp_path):
-    from tests.chroma_server import chroma_server
+    from chroma_server import chroma_server
 
     with chroma_server(tmp_path / "server") as url:
         collection = store.open_collection(store.connect(url=url), "docs", tiny, create=True)
