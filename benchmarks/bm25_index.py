@@ -67,7 +67,8 @@ def main() -> None:
     store.upsert(collection, ids, vectors, texts, metas)
 
     scan = timed(lambda: lexical.ids_digest(lexical._all_ids(collection)), args.repeats)
-    build = timed(lambda: lexical.LexicalIndex.build(*reversed(lexical._all_texts(collection))), 3)
+    texts, ids, sources = lexical._all_texts(collection)
+    build = timed(lambda: lexical.LexicalIndex.build(ids, texts, "", sources), 3)
     store.mark_changed(collection)
     stamp_read = timed(lambda: store.chunks_stamp(collection), args.repeats)
     index = lexical.rebuild(collection)

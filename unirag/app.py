@@ -38,7 +38,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from unirag.cli.options import (COLLECTION_ENV, DEFAULT_ANSWER, DEFAULT_RERANK, AdapterOpt, AnswerOpt, CompileOpt, DbOpt,
+from unirag.cli.options import (COLLECTION_ENV, DEFAULT_ANSWER, DEFAULT_DB, DEFAULT_RERANK, AdapterOpt, AnswerOpt, CompileOpt, DbOpt,
                                 DecodeCopyOpt, DeviceOpt, ModelOpt, PrecisionOpt, RerankOpt, RetrievalOpt, SourceOpt,
                                 UrlOpt, load_model)
 from unirag.errors import UniragError
@@ -49,7 +49,6 @@ from unirag.readers.registry import KINDS
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # local-first: no calls home
 
-DEFAULT_DB = Path(".unirag") / "chroma"
 DEFAULT_COLLECTION = "docs"
 DEMO_COLLECTION = "unirag-demo"  # `unirag demo`'s own, so the demo never touches a user's "docs"
 ALLOWED_EXTENSIONS = tuple(sorted(KINDS))

@@ -10,7 +10,7 @@ An answer has up to two parts, chosen by `AskSettings.answer`:
   grounded: every word comes from a cited passage.
 - "generated": the model writes a short answer from the evidence (a focused context: the chosen
   sentences with their neighbours, not whole chunks), ending after its first sentence or where
-  it starts repeating itself, with `[n]` added to an uncited sentence (`pipeline.answer`).
+  it starts repeating itself, with `[n]` added to an uncited sentence (`generate.answer`).
 - "both": the quotes first, then the generated sentence after "In short:".
 With `AskSettings.abstain` (the default), when the evidence explains the question too weakly
 (`relevance` under ABSTAIN_BELOW), when no unit of it reads as an answer to the question

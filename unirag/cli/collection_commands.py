@@ -97,10 +97,14 @@ def forget(
     client = store.connect(db, chroma_url, must_exist=True)
     coll = store.open_collection(client, collection)
     deleted: dict[str, int] = {}
-    on_disk = Path(path).expanduser().resolve()
-    for root in sorted(store.roots(coll)):  # a path on disk: the folder it was ingested under says which file
-        if root and on_disk.is_relative_to(root) and on_disk != Path(root):
-            deleted.update(store.forget(coll, on_disk.relative_to(root).as_posix(), root))
+    on_disk = Path(path).expanduser()
+    # a path on disk (absolute, or a file that is there): the folder it was ingested under says which
+    # file; else the path as ingested, so that `forget intro.md` never means ./intro.md by chance
+    if on_disk.is_absolute() or on_disk.exists():
+        on_disk = on_disk.resolve()
+        for root in sorted(store.roots(coll)):
+            if root and on_disk.is_relative_to(root) and on_disk != Path(root):
+                deleted.update(store.forget(coll, on_disk.relative_to(root).as_posix(), root))
     source = path.replace("\\", "/").removeprefix("./")
     if not deleted:
         deleted = store.forget(coll, source)

@@ -39,7 +39,7 @@ DecodeCopyOpt = Annotated[str, typer.Option(
 RetrievalOpt = Annotated[str, typer.Option(
     "--retrieval", help="hybrid (EOS embeddings + BM25, fused by rank), dense (embeddings only) or lexical (BM25 only).")]
 # The CLI and the app answer with the ask flow's own defaults (answer/ask.py AskSettings, where the
-# rerank depth and answer mode say why). `pipeline.retrieve` itself defaults to no rerank, so the
+# rerank depth and answer mode say why). `search.retrieve` itself defaults to no rerank, so the
 # Python API stays one embedding pass unless asked.
 DEFAULT_RERANK = AskSettings.rerank
 DEFAULT_ANSWER = AskSettings.answer

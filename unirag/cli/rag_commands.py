@@ -2,9 +2,9 @@
 typer command functions.
 
 They are registered on the main app in `unirag/cli/commands.py` (`app.command()(ingest)`), so this module
-holds no Typer app. It sits in the top (interface) layer beside `cli.py`: it may import
-`unirag.rag` and `unirag.training`, and nothing below imports it (pyproject.toml's import-linter
-contract). Heavy imports (torch, chromadb) happen inside the commands, keeping
+holds no Typer app. It sits in the top (interface) layer: it may import every layer below
+(training, answer, retrieval, readers, model), and nothing below imports it (pyproject.toml's
+import-linter contract). Heavy imports (torch, chromadb) happen inside the commands, keeping
 `unirag --help` fast. The model is loaded once per command and passed on as an object.
 """
 

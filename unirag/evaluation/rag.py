@@ -18,7 +18,7 @@ p90 of the wall-clock latency of one ``retrieve`` call (embedding the question +
 query), timed after one untimed warm-up call.
 
 With ``answers=N`` the first N questions are also answered, by each answer variant, through
-``rag.ask.answer_hits`` (the flow ``ask`` runs) from their top ``answer_top_k`` chunks, and scored
+``answer.ask.answer_hits`` (the flow ``ask`` runs) from their top ``answer_top_k`` chunks, and scored
 by ``evaluation.answers`` (key accuracy against the set's gold ``keys``, the ceiling retrieval
 leaves, degenerate answers, grounded sentences, abstentions, time to first text and total) and by
 `score_answer`: ``cites`` (at least one valid ``[n]`` marker), ``cites_right`` (a marker points at
@@ -187,13 +187,13 @@ def run_rag_eval(model, collection, questions: Sequence[Question], top_k: int = 
                  show_progress: bool = False, answers: int = 0, answer_top_k: int = 3,
                  mode: str = "hybrid", retriever=None, rerank: int = 0,
                  variants: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Retrieve for every question with `pipeline.retrieve`; per-question rankings and the aggregate.
+    """Retrieve for every question with `retrieval.search.retrieve`; per-question rankings and the aggregate.
 
     The first `answers` questions are also answered from their top `answer_top_k` chunks by each
     of `variants` ({label: AskSettings or WholeChunks}, default: `ask`'s own settings) through
     `ask.answer_hits`, the flow `ask` runs (`chunks_answer` for WholeChunks), and scored by `evaluation.answers` (keys, when the set has them) and
     `score_answer` (citations). `retriever(question, top_k) -> hits`, if given, replaces
-    `pipeline.retrieve` (a reference encoder).
+    `retrieval.search.retrieve` (a reference encoder).
     """
     from dataclasses import replace
 

@@ -586,7 +586,7 @@ def _not_a_page(file: SourceFile, data: bytes) -> str | None:
 # 1: the main content only (navigation, sidebars, header/footer and permalinks dropped);
 # 3: sequential navigation and the page's own table of contents dropped too, which DocBook and
 # Texinfo pages mark without landmarks, listings side by side in one block on lines of their own,
-# and code holding ``` anywhere fenced with ~~~ (`webpage.py`; 2 was the no-index pages' number);
+# and code holding ``` anywhere fenced with ~~~ (`html.py`; 2 was the no-index pages' number);
 # 4: footnote marks and their links back dropped; 5: a footnote's own number label too;
 # 6: indexes and long tables of contents dropped anywhere on the page, a row opening with a
 # "#" cell kept from reading as a heading; 7: any line of text opening with "#" kept so (escaped)

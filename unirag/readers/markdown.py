@@ -163,7 +163,7 @@ def strip_footnote_marks(text: str) -> str:
 
     Why: rendered, a mark is a superscript number; read as written, it sits in every quote of its
     sentence ("hash tables[^siphash].") and says nothing, as the HTML reader's footnote marks
-    (`webpage.py`) did, which read as citations of the answer's own passages.
+    (`html.py`) did, which read as citations of the answer's own passages.
     """
     def unmarked(words: str) -> str:
         return _FOOTNOTE_REFERENCE.sub("", _FOOTNOTE_LABEL.sub("", words))
@@ -238,7 +238,7 @@ def read_front_matter(text: str) -> tuple[str, str]:
 
 # mdBook's SUMMARY.md lists the book's chapters as links for its sidebar and is rendered as no page
 # of its own: its chunks match any question's words and answer none, as an HTML page's table of
-# contents does (`webpage.py`)
+# contents does (`html.py`)
 BOOK_SUMMARY_REASON = "mdBook's table of contents (its SUMMARY.md: the book's sidebar, not a page)"
 # a line of a book's summary: a chapter's link, "- [Title](chapter.md)", or a draft's, "[Title]()"
 _SUMMARY_ENTRY = re.compile(r"[ \t]*(?:[-*+][ \t]+|\d+\.[ \t]+)?\[[^\]]*\]\([^)]*\)[ \t]*")

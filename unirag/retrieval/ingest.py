@@ -169,8 +169,12 @@ def ingest(model, collection, root: str | Path, *, settings: ChunkSettings = Chu
         run.bar.close()
         if run.touched:  # also after an error: what was written must not pass for the old chunks
             store.mark_changed(collection)
-    if run.touched:
-        lexical.rebuild(collection)  # once, here, rather than in the first query after it
+    if run.touched and store.persist_folder(collection) is not None:
+        try:  # once, here, rather than in the first query after it; a query rebuilds it if this fails
+            lexical.rebuild(collection)
+        except Exception as err:  # noqa: BLE001 - the chunks are written; the index is only a cache
+            print(f"unirag: BM25 index not saved ({type(err).__name__}: {err}); the first query builds it",
+                  file=sys.stderr)
     run.summary.seconds = time.perf_counter() - started
     return run.summary
 

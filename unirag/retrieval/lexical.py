@@ -161,7 +161,8 @@ def _built(collection, stamp: str, db) -> LexicalIndex:
     texts, ids, sources = _all_texts(collection)
     index = LexicalIndex.build(ids, texts, stamp, sources)
     if db is not None:
-        lexical_files.save(index, db, collection.name, f"{collection.id}", stamp)
+        lexical_files.save(index, db, collection.name, f"{collection.id}", stamp,
+                           current=lambda: store.chunks_stamp(collection))
     return index
 
 

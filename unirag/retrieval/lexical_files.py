@@ -30,7 +30,7 @@ def folder(db: Path, name: str) -> Path:
     return Path(db) / "bm25" / name
 
 
-def save(index, db: Path, name: str, collection_id: str, stamp: str) -> Path | None:
+def save(index, db: Path, name: str, collection_id: str, stamp: str, current=None) -> Path | None:
     """Write `index` (a built `lexical.LexicalIndex`) as `<db>/bm25/<name>/<stamp>`, then drop the
     folder's older stamps. Returns the folder, or None where nothing could be written (a read-only
     database: the index then lives in memory only)."""
@@ -55,7 +55,10 @@ def save(index, db: Path, name: str, collection_id: str, stamp: str) -> Path | N
         shutil.rmtree(temp, ignore_errors=True)
         log.info("BM25 index not saved under %s (%s): kept in memory", parent, err)
         return None
-    _drop_others(parent, keep=stamp)
+    # a process that read an older stamp mid-ingest may save after the ingest's own save: it then
+    # must not drop the newer folder (`current()`: the collection's stamp now)
+    if current is None or current() == stamp:
+        _drop_others(parent, keep=stamp)
     return final
 
 
@@ -73,6 +76,8 @@ def load(db: Path, name: str, collection_id: str, stamp: str):
         import bm25s
 
         retriever = bm25s.BM25.load(str(where), mmap=True, show_progress=False)
+        if retriever.scores["num_docs"] != len(record["ids"]):  # arrays of another save, or cut short
+            return None
     except Exception as err:  # missing, cut short, damaged, another bm25s's layout: rebuild
         log.info("BM25 index under %s not loaded (%s: %s): rebuilding it", where, type(err).__name__, err)
         return None

@@ -69,7 +69,9 @@ class Trace:
             self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - started
 
     def vector_of(self, text: str, pooling: str):
-        """The embedding of `text` under `pooling` if this retrieval made exactly that one, else None."""
+        """The embedding of `text` under `pooling` if this retrieval made exactly that one, else None
+        (always None under an adapter with a question cue, such as the shipped one: the search
+        embeds "Question: " before the question, the evidence the question alone)."""
         return self.vector if self.embedded == (text, pooling) else None
 
 
@@ -222,5 +224,6 @@ def _hits(collection, ranked: Sequence[tuple[str, float]], known: dict[str, Hit]
     if missing:
         got = collection.get(ids=missing, include=["documents", "metadatas"])
         for id_, doc, meta in zip(got["ids"], got["documents"], got["metadatas"]):
+            meta = meta or {}
             known[id_] = Hit(id_, 0.0, doc or "", meta.get("source", ""), meta.get("heading", ""), meta)
     return [replace(known[id_], score=score) for id_, score in ranked if id_ in known]

@@ -265,6 +265,8 @@ def forget(collection, source: str, root: str | None = None) -> dict[str, int]:
         by_root.setdefault(str(meta.get("root", "")), set()).add(id_)
     for ids in by_root.values():
         delete(collection, ids)
+    if by_root:  # the saved BM25 index (keyed by the stamp) must not pass for the chunks left
+        mark_changed(collection)
     return {root: len(ids) for root, ids in sorted(by_root.items())}
 
 

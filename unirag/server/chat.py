@@ -79,6 +79,8 @@ def quoted(result, settings: AskSettings) -> list:
     written from."""
     from unirag.answer.evidence import reading_order
 
+    if settings.answer == "generated" and not result.abstained:
+        return []
     spans = reading_order(result.evidence.spans)
     return spans[:1] if result.abstained else spans
 

@@ -11,8 +11,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from unirag.cli.options import (DEFAULT_ANSWER, DEFAULT_RERANK, AdapterOpt, AnswerOpt, DecodeCopyOpt, ModelOpt,
-                                PrecisionOpt, RerankOpt, load_model)
+from unirag.cli.options import (COLLECTION_ENV, DEFAULT_ANSWER, DEFAULT_RERANK, AdapterOpt, AnswerOpt, DecodeCopyOpt,
+                                DeviceOpt, ModelOpt, PrecisionOpt, RerankOpt, load_model)
 from unirag.cli.rag_commands import DEFAULT_DB, DbOpt, TopKOpt, UrlOpt
 from unirag.errors import UniragError
 
@@ -22,10 +22,11 @@ def serve_command(
     adapter: AdapterOpt = "default",
     precision: PrecisionOpt = "auto",
     decode_copy: DecodeCopyOpt = "int4",
+    device: DeviceOpt = "auto",
     db: DbOpt = DEFAULT_DB,
     chroma_url: UrlOpt = None,
     collection: Annotated[Optional[str], typer.Option(
-        "--collection", "-c", help="Answer chat requests that name no collection from this one (default: plain "
+        "--collection", "-c", envvar=COLLECTION_ENV, help="Answer chat requests that name no collection from this one (default: plain "
         "chat; a request picks one with `collection` in its body or model `collection:NAME`).")] = None,
     host: Annotated[str, typer.Option(help="Address to listen on. Anything but loopback needs --api-key.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535)] = 8000,
@@ -58,7 +59,7 @@ def serve_command(
     # no database yet is fine for embeddings and plain chat; a named collection needs one
     has_db = bool(chroma_url) or Path(db).exists()
     client = connect(db, chroma_url, must_exist=collection is not None) if has_db or collection else None
-    uni = load_model(model, adapter, precision, decode_copy=decode_copy)
+    uni = load_model(model, adapter, precision, decode_copy=decode_copy, device=device)
     if collection is not None:
         open_collection(client, collection, uni)  # a missing or foreign collection fails now, not per request
     app = create_app(uni, client=client, collection=collection, model_id=model, api_key=api_key,
