@@ -1,134 +1,15 @@
-"""Evidence units, their selection with the (tiny) model, and the one ask flow on top of them."""
+"""Evidence (unirag.answer.evidence): candidate units, their scores, and the choice of spans within
+a word budget: whole thoughts quoted together, units offered in turns, passages ordered."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
+from evidence_hits import hits, ranked
 
-from unirag.errors import UniragError
-from unirag.answer.ask import NO_ANSWER, AskSettings, answer_hits, focused_hits, quote, quotes
-from unirag.answer.evidence import (SCORERS, Evidence, Span, choose, fuse, offer_order, passage_order, reading_order,
-                                 score, select)
+from unirag.answer.ask import quote, quotes
+from unirag.answer.evidence import (SCORERS, Evidence, Span, choose, fuse, offer_order, passage_order, score,
+                                 select)
 from unirag.retrieval.search import Hit
-from unirag.answer.sentences import split_units, word_count
-from unirag.answer.whole_thoughts import Name
-
-CHUNK = ("Loops can return values with break. The cat sat on the mat, e.g. on the red one.\n\n"
-         "- A list item here.\n- Another item.\n\n```rust\nlet x = loop { break 5; };\n```\n\n"
-         "## A heading\n\nParis is the capital of France.")
-
-
-def texts(text):
-    return [(text[u.start:u.end], u.code) for u in split_units(text)]
-
-
-@pytest.mark.parametrize("text, expected", [
-    ("One. Two words here.", [("One.", False), ("Two words here.", False)]),
-    ("Use e.g. this one. Next.", [("Use e.g. this one.", False), ("Next.", False)]),
-    ("It runs slower (eg. 20 times), ie. less. Next.", [("It runs slower (eg. 20 times), ie. less.", False),
-                                                        ("Next.", False)]),
-    # a period standing alone, or in a word that opens brackets closed later, ends no sentence
-    ("A script run with . or source ends. Its key (M-. or M-_) too. (v2.) Next.",
-     [("A script run with . or source ends.", False), ("Its key (M-. or M-_) too.", False), ("(v2.)", False),
-      ("Next.", False)]),
-    # ... or one inside brackets the sentence opened, with a lower-case word after it
-    ("Yank it (see M-. or M-_) here. (It works.) Next.",
-     [("Yank it (see M-. or M-_) here.", False), ("(It works.)", False), ("Next.", False)]),
-    # a "!" or "?" ending a name, with a lower-case word after it: a macro or method, not an end
-    ("Do not use the cfg! macro or a #[cfg] attribute. Is it set? Then go! Use empty? here. Done!",
-     [("Do not use the cfg! macro or a #[cfg] attribute.", False), ("Is it set?", False), ("Then go!", False),
-      ("Use empty? here.", False), ("Done!", False)]),
-    ("a hard-wrapped\nsentence goes on. End", [("a hard-wrapped\nsentence goes on.", False), ("End", False)]),
-    ("# Title\n\nBody.", [("Body.", False)]),
-    ("```\nfoo();\n\nbar();\n```\nAfter.", [("foo();", True), ("bar();", True), ("After.", False)]),
-    # a chunk cut from inside a code block: the side that looks like code is the fenced one
-    ("x = f(y); // z\n```\nProse follows here, as usual.", [("x = f(y); // z", True),
-                                                            ("Prose follows here, as usual.", False)]),
-    # a chunk that begins with a fence line and a blank line: the fence closes a code block
-    ("```\n\nProse goes on\nover lines. More.", [("Prose goes on\nover lines.", False), ("More.", False)]),
-    # the same with another block after it, which the chunk's end cuts
-    ("```\n\nSay it here.\n\n```\nx = 1", [("Say it here.", False), ("x = 1", True)]),
-    # one that begins with a fence line and code: the fence opens a block the chunk's end cuts
-    ("```\nfoo();\nbar();", [("foo();", True), ("bar();", True)]),
-    # a fence with an info string opens a block, whatever the text on either side looks like
-    ("Call f(&x); see [g] {a}.\n\n```rust\nlet y = 6;\n```\n\nIt prints:\n\n```\nhello world",
-     [("Call f(&x); see [g] {a}.", False), ("let y = 6;", True), ("It prints:", False), ("hello world", True)]),
-    # a list item's number ends no sentence; a number opening a paragraph's line is no list item
-    ("1. Install it. Then run.", [("1. Install it.", False), ("Then run.", False)]),
-    ("It listens on port\n5000. Change it.", [("It listens on port\n5000.", False), ("Change it.", False)]),
-    # table rows are units of their own, whatever their cells' sentences; a pipe in prose is prose
-    ("| Flag | Meaning |\n| --- | :-: |\n| `-v` | Verbose. Prints more. |\n| `-q` | Quiet. |",
-     [("| `-v` | Verbose. Prints more. |", False), ("| `-q` | Quiet. |", False)]),  # the header labels
-    ("%a | Weekday. Short. | Sun, Mon\n\nUse `int | str` here. Or X | Y. Done.",
-     [("%a | Weekday. Short. | Sun, Mon", False), ("Use `int | str` here.", False), ("Or X | Y.", False),
-      ("Done.", False)]),
-    # a blockquote reads as a page: its headings, blank lines and fences break it, markers aside
-    ("> ### Notation\n>\n> We show commands. You\n> type them.\n>\n> ```console\n> $ cargo run\n> ```\nAfter.",
-     [("We show commands.", False), ("You\n> type them.", False), ("$ cargo run", True), ("After.", False)]),
-    # a chunk cut inside a quoted code block
-    ("> let x = 1;\n> ```\n>\n> It binds x.", [("let x = 1;", True), ("It binds x.", False)]),
-    # a list item's and an admonition's indented body is prose; code is fenced or indented past it
-    ("1. Install it:\n\n    ```bash\n    pip install foo\n    ```\n\n    Then run it. It\n    works.\n\n"
-     "        indented();\n\nBack out.\n\n    top_level();",
-     [("1. Install it:", False), ("pip install foo", True), ("Then run it.", False), ("It\n    works.", False),
-      ("indented();", True), ("Back out.", False), ("top_level();", True)]),
-    # a list item may open with its fenced block (CommonMark): the fence after the marker opens it,
-    # the item's indented body goes on after it, and a chunk holding one is not read as cut in code
-    ("Set it so:\n\n- `X=1` is `-x`\n- ```\n  X_LINKS=\"a b\"\n  ```\n\n  is the same as\n\n  ```\n"
-     "  --links=a --links=b\n  ```\n\nRepeat it: three times.\n\n1. ~~~bash\n   run.sh\n   ~~~",
-     [("Set it so:", False), ("- `X=1` is `-x`", False), ('X_LINKS="a b"', True), ("is the same as", False),
-      ("--links=a --links=b", True), ("Repeat it: three times.", False), ("run.sh", True)]),
-    ('!!! note "Caching"\n    The cache is kept. It is\n    cleared on build.\n\n:::tip\nA tip.\n:::\n\n> [!NOTE]\n> An alert.',
-     [("The cache is kept.", False), ("It is\n    cleared on build.", False), ("A tip.", False),
-      ("An alert.", False)]),
-    ("", []),
-])
-def test_split_units_table(text, expected):
-    assert texts(text) == expected
-
-
-def test_units_are_offsets_into_the_chunk_and_capped():
-    units = split_units(CHUNK)
-    assert [CHUNK[u.start:u.end] for u in units][:2] == ["Loops can return values with break.",
-                                                         "The cat sat on the mat, e.g. on the red one."]
-    assert ("let x = loop { break 5; };", True) in texts(CHUNK)
-    assert "A heading" not in " ".join(CHUNK[u.start:u.end] for u in units)
-    long = " ".join(["word"] * 90) + "."
-    pieces = split_units(long, max_words=40)
-    assert [word_count(long[u.start:u.end]) for u in pieces] == [30, 30, 30]
-    assert [(u.cut_before, u.cut_after) for u in pieces] == [(False, True), (True, True), (True, False)]
-    assert not any(u.cut_before or u.cut_after for u in units)  # whole sentences and code lines
-
-
-def ranked(chunks, first, budget):
-    """`choose` over the chunks' candidates ranked by a made-up likelihood: the units whose text
-    starts with each of `first` in that order, then the rest."""
-    from unirag.answer.evidence import candidates
-
-    cands = candidates(chunks)
-    likelihood = [0.0] * len(cands)
-    for rank, start in enumerate(first):
-        for i, c in enumerate(cands):
-            if c.text.startswith(start) and not likelihood[i]:
-                likelihood[i] = float(len(first) - rank)
-    return choose(chunks, cands, {"likelihood": likelihood}, 0.0, budget, ("likelihood",))
-
-
-def test_a_quote_of_a_long_sentences_piece_shows_where_it_goes_on():
-    long = "Sockets " + " ".join(["send"] * 50) + " bytes."
-    ev = ranked([Hit("a", 1.0, long, "a.md")], ["Sockets"], 30)
-    first = ev.spans[0]
-    assert first.cut_after and not first.cut_before
-    assert quote(first).startswith("“Sockets send") and quote(first).endswith("send…” [1]")
-    from unirag.answer.evidence import Span
-
-    assert quote(Span(0, 0, 5, "bytes.", cut_before=True)) == "“…bytes.” [1]"
-
-
-def hits():
-    return [Hit("a", 0.9, CHUNK, "loops.md", "Loops"), Hit("b", 0.5, "The quick brown fox jumps over the lazy dog.",
-                                                               "fox.md", "")]
 
 
 def test_select_returns_spans_of_the_hits_within_the_budget(tiny):
@@ -149,64 +30,6 @@ def test_choose_fuses_the_scorers_it_is_given(tiny, scorers):
         assert [s.score for s in ev.spans] == sorted((s.score for s in ev.spans), reverse=True)
 
 
-def test_focused_hits_keep_numbering_and_neighbours():
-    h = hits()
-    ev_span = next(u for u in split_units(CHUNK) if CHUNK[u.start:u.end].startswith("The cat"))
-    from unirag.answer.evidence import Span
-
-    focused = focused_hits(h, [Span(0, ev_span.start, ev_span.end, CHUNK[ev_span.start:ev_span.end])])
-    assert len(focused) == 2 and focused[1].text == ""
-    assert focused[0].text.startswith("Loops can return values with break. … The cat sat")
-    assert "Paris" not in focused[0].text
-
-
-@pytest.mark.parametrize("mode", ["extractive", "generated", "both"])
-def test_answer_modes(tiny, mode):
-    result = answer_hits(tiny, "How does a loop return a value?", hits(),
-                         AskSettings(answer=mode, max_new_tokens=4, evidence_words=10, abstain=False))
-    assert result.evidence.words <= 10 or len(result.evidence.spans) == 1
-    text = result.read()
-    assert result.hits and result.citations[0].startswith(f"[1] {result.hits[0].label}")
-    first = quote(reading_order(result.evidence.spans)[0])
-    assert (text.startswith(first)) == (mode != "generated")
-    assert ("In short:" in text) == (mode == "both")
-
-
-def test_quotes_are_shown_in_reading_order_led_by_the_best_explaining_one(tiny):
-    chunks = hits()
-    def span(hit, start, end, score, likelihood):
-        return Span(hit, start, end, chunks[hit].text[start:end], score, likelihood)
-    # best first by the fused score; the second explains the question best (highest likelihood)
-    best_first = [span(1, 0, 20, 0.9, -3.0), span(0, 20, 40, 0.8, -1.0), span(0, 0, 15, 0.7, -2.0)]
-    evidence = Evidence(best_first, relevance=0.0)
-    assert reading_order(best_first) == [best_first[1], best_first[2], best_first[0]]
-    result = answer_hits(tiny, "How does a loop return a value?", chunks, AskSettings(abstain=False), evidence=evidence)
-    assert result.read() == "\n".join(quote(s) for s in reading_order(best_first))
-    assert result.evidence.spans == best_first  # the evidence itself stays best first
-
-
-def test_abstains_below_the_threshold_and_still_shows_the_closest_quote(tiny, monkeypatch):
-    from unirag.answer import ask
-
-    monkeypatch.setattr(ask, "ABSTAIN_BELOW", 1e9)
-    result = answer_hits(tiny, "How does a loop return a value?", hits(), AskSettings(max_new_tokens=8))
-    text = result.read()
-    assert result.abstained and text.startswith(NO_ANSWER) and ("[1]" in text or "[2]" in text)
-    assert text.endswith(quote(reading_order(result.evidence.spans)[0]))  # the quote an answer would lead with
-
-
-@pytest.mark.parametrize("relevance, answer_gain, similarity, settings, abstains", [
-    (1.0, 1.0, 0.9, AskSettings(), False),
-    (0.1, 1.0, 0.9, AskSettings(), True),            # explains the question too weakly
-    (1.0, 0.1, 0.9, AskSettings(), True),            # no unit reads as an answer to it
-    (1.0, 1.0, 0.3, AskSettings(), True),            # no unit is about what it asks
-    (1.0, None, None, AskSettings(), False),         # no answer gain or similarity: relevance decides
-    (0.1, 0.1, 0.3, AskSettings(abstain=False), False),
-])
-def test_abstains_on_weak_relevance_answer_gain_or_similarity(relevance, answer_gain, similarity, settings, abstains):
-    assert settings.abstains(Evidence([], relevance, answer_gain, similarity=similarity)) is abstains
-
-
 @pytest.mark.parametrize("scored", [("likelihood", "answer"), ("likelihood", "embedding")])
 def test_evidence_carries_the_best_answer_score_and_similarity_where_they_were_scored(tiny, scored):
     cands, scores, null = score(tiny, "How does a loop return a value?", hits())
@@ -214,61 +37,6 @@ def test_evidence_carries_the_best_answer_score_and_similarity_where_they_were_s
     ev = choose(hits(), cands, scores, null, scorers=scored)
     assert (ev.answer_gain == max(scores["answer"])) if "answer" in scored else ev.answer_gain is None
     assert (ev.similarity == pytest.approx(max(scores["embedding"]))) if "embedding" in scored else ev.similarity is None
-
-
-def test_abstains_when_no_unit_reads_as_an_answer(tiny, monkeypatch):
-    from unirag.answer import ask
-
-    monkeypatch.setattr(ask, "ABSTAIN_BELOW", float("-inf"))
-    monkeypatch.setattr(ask, "ABSTAIN_ANSWER_BELOW", 1e9)
-    result = answer_hits(tiny, "How does a loop return a value?", hits(), AskSettings(max_new_tokens=8))
-    assert result.abstained and result.read().startswith(NO_ANSWER)
-
-
-def test_no_hits_says_so(tiny):
-    assert answer_hits(tiny, "Anything?", [], AskSettings(max_new_tokens=8)).read().startswith(NO_ANSWER)
-
-
-@pytest.mark.parametrize("kwargs, message", [({"answer": "poem"}, "unknown answer mode"),
-                                             ({"top_k": 0}, "--top-k"), ({"retrieval": "x"}, "unknown retrieval"),
-                                             ({"evidence_words": 0}, "evidence_words")])
-def test_bad_settings_are_user_errors(kwargs, message):
-    with pytest.raises(UniragError, match=message):
-        AskSettings(**kwargs)
-
-
-@pytest.mark.parametrize("text, expected", [
-    ("You can also return from inside a loop.", True), ("Use venv.", True), ("let x = loop { break 5; };", True),
-    ("{{#rustdoc_include ../listings/ch03/src/main.rs}}", False), ("../listings/ch03/src/main.rs}}", False),
-    ('<span class="filename">Filename: src/main.rs</span>', False), ("[pub]: ch07-03.html#paths", False),
-    ("}", False), ('<Listing number="1-1" file-name="main.rs" caption="A program that prints `Hello, world!`">', False),
-    ('<Listing file-name="src/main.rs" caption="A `Vec<T>` of closures">', False),
-    ('<Listing number="1-2" file-name="src/main.rs">', False), ("</Listing>", False),
-    ('<div title="Arrows -> point here">', False), ("Is a < b and c > d here?", True),
-    ("New in version 20.1.", False), ("Added in version 3.12", False),
-    ("New in version 3.6: The target is cross-compiled.", True),
-])
-def test_quotable_units_say_something_in_words(text, expected):
-    from unirag.answer.whole_thoughts import quotable
-
-    assert quotable(text) is expected
-
-
-@pytest.mark.parametrize("text, expected", [
-    ("Does Valgrind handle such programs?", True), ("What's happening?", True),
-    ('Why is it called "Valgrind?"', True), ("Is it `Option<T>`?", True),
-    ("Valgrind handles such programs.", False), ("Use `x?` to pass the error on.", False),
-])
-def test_a_question_is_never_quoted_as_evidence(text, expected):
-    from unirag.answer.evidence import candidates
-    from unirag.answer.whole_thoughts import asks
-
-    assert asks(text) is expected
-    hit = Hit("a", 1.0, f"Run it under the tool. {text}", "faq.md")
-    assert (text in [c.text for c in candidates([hit])]) is not expected
-    # a code line that ends in "?" (Rust's error propagation) is code, not a question
-    code = Hit("b", 1.0, "Read the file:\n\n```rust\nlet f = File::open(path)?\n```", "io.md")
-    assert "let f = File::open(path)?" in [c.text for c in candidates([code])]
 
 
 def test_candidates_skip_units_repeated_by_overlapping_chunks():
@@ -354,107 +122,6 @@ def test_an_announcing_unit_is_not_quoted_with_a_template_include():
     text = "Here is an example:\n\n```rust\n{{#rustdoc_include ../listings/ch10/src/main.rs:here}}\n```\n\nThe end."
     first = candidates([Hit("a", 1.0, text, "a.md")])[0]
     assert first.text == "Here is an example:" and first.following is None
-
-
-def test_quotes_show_markdown_links_as_their_text():
-    from unirag.answer.evidence import Span
-
-    text = ("You can make them mutable as in [Chapter 2][storing-values], see [the guide](https://x.org/a) "
-            "or [intro](../ch01.md); x[i][j] and v[0](1) stay.")
-    assert quote(Span(0, 0, len(text), text)) == (
-        "“You can make them mutable as in Chapter 2, see the guide or intro; x[i][j] and v[0](1) stay.” [1]")
-
-
-def test_quotes_leave_blockquote_markers_out_but_keep_prompts():
-    from unirag.answer.evidence import Span
-
-    text = "> This could get\n> more repetitive than\n> > this."
-    assert quote(Span(0, 0, len(text), text)) == "“This could get more repetitive than this.” [1]"
-    assert quote(Span(0, 0, 14, ">>> len(a) > 2")) == "“>>> len(a) > 2” [1]"
-
-
-def test_quotes_leave_a_list_items_bullet_out_but_keep_options():
-    from unirag.answer.evidence import Span
-
-    for text, quoted in (("- Run it once.", "Run it once."), ("• Thread-safety.", "Thread-safety."),
-                         ("2. Run it once.", "Run it once."), ("2.5 s at most.", "2.5 s at most."),
-                         ("| `-q` | Quiet. |", "`-q` | Quiet."),  # a table row's outer pipes
-                         ("| It crashes only natively.", "It crashes only natively."),  # a table cell's separator
-                         ("-h, --help show help", "-h, --help show help"), ("a | b", "a | b")):
-        assert quote(Span(0, 0, len(text), text)) == f"“{quoted}” [1]"
-
-
-def test_quotes_leave_code_fence_lines_out():
-    from unirag.answer.evidence import Span
-
-    text = "Shadow it as follows:\n\n```rust\nlet x = x + 1;"
-    assert quote(Span(0, 0, len(text), text)) == "“Shadow it as follows: let x = x + 1;” [1]"
-
-
-# what whole thoughts quote before a unit (here the text's last): the term a definition opens
-# with, or the sentence that a unit pointing back refers to
-@pytest.mark.parametrize("finder, text, expected", [
-    ("term_of", "os.path.expanduser(path)\n\nOn Unix, return the argument with ~ replaced.", "os.path.expanduser(path)"),
-    ("term_of", "Warning\n\nThe shlex module is only designed for Unix shells.", "Warning"),
-    # the term's other names right before it (an option's short form, a second signature)
-    ("term_of", "Options follow.\n\n-d\n\n--delete\n\nDelete a branch.", "-d\n\n--delete"),
-    ("term_of", "Loops run code again.\n\nYou can also return from a loop.", None),        # a sentence, not a term
-    ("term_of", "Source code: Lib/csv.py\n\nThe CSV format is common.", None),            # a "label: value" line
-    ("term_of", "- first item\n\nThe list ends here.", None),                             # a list item
-    ("term_of", "</Listing>\n\nAs a result, s will contain lol.", None),                  # markup says nothing
-    ("term_of", "list.append(x)\nAdd an item to the end of the list.", None),             # not a paragraph of its own
-    ("term_of", "Table 3-2\n\n| Number | Example |", None),                               # the body is no sentence
-    ("term_of", "Install steps\n\n1. Run the installer.", None),                        # a step is no body
-    ("term_of", "suffix=None, dir=None)\n\nReturn a file-like object.", None),            # a signature cut by the edge
-    # a later sentence of an API definition's body, in its first paragraph or a later one
-    ("defined_by", "os.path.expanduser(path)\n\nReturn it with ~ replaced. On Unix, HOME is used.",
-     "os.path.expanduser(path)"),
-    ("defined_by", "os.path.expanduser(path)\n\nReturn it with ~ replaced.\n\nChanged in 3.8: no HOME.\n\n"
-     "If the expansion fails, the path is returned unchanged.", "os.path.expanduser(path)"),
-    ("defined_by", "os.path.expanduser(path)\n\nReturn it with ~ replaced.", None),        # the first: term_of's
-    ("defined_by", "Warning\n\nThe module is for Unix. It fails elsewhere.", None),       # a word of prose
-    # a code span alone names code: a command's values and options, as reference pages list them
-    ("defined_by", "`BOOL`\n\nBoolean value. The GUI offers a checkbox.", "`BOOL`"),
-    ("defined_by", "`--force`\n\nOverwrite files. Use it with care.", "`--force`"),
-    ("defined_by", "The `BOOL` type\n\nBoolean value. The GUI offers a checkbox.", None),  # words around it
-    ("defined_by", "str.join(xs)\n\nJoin them.\n\n## Other\n\nIt goes on.", None),        # past a heading
-    ("defined_by", "str.join(xs)\n\nJoin them.\n\n```\n>>> x\n```\n\nIt goes on.", None),  # past code
-    ("defined_by", "str.join(xs)\n\nJoin them.\n\nstr.split(x)\n\n`x` is a separator.", None),  # past a term
-    # a sentence of a section whose heading names code (Markdown API references), past code lines
-    ("defined_by", "## `os.homedir()`\n\n* Returns: {string}\n\nReturns the home directory.", "`os.homedir()`"),
-    ("defined_by", "### Class: `Timeout`\n\nIt is returned.\n\n```js\nt.unref();\n```\n\nIt can be passed on.",
-     "Class: `Timeout`"),
-    ("defined_by", "## Using `if let` for enums\n\nIt matches one pattern.", None),   # a title in words
-    ("defined_by", "## `os.homedir()`\n\nReturns the home.\n\n## Notes\n\nIt reads HOME.", None),  # the next heading
-    # a code line inside a bracket an earlier line of its block opens
-    ("statement_of", "```js\nconst ls = spawn('ls', ['-l'], {\n  stdio: 'pipe',\n```", "const ls = spawn('ls', ['-l'], {"),
-    ("statement_of", "```python\nt = f(d.year,\n      d.day, \"(\")\n```", "t = f(d.year,"),  # a string's bracket is text
-    ("statement_of", "```js\nls.on('data', (data) => {\n  console.log(data);\n```", None),  # a callback's statement
-    ("statement_of", "```rust\nfn f<'a>(s: &'a str) -> Vec<&'a str> {\n    vec![s],\n```", None),  # a lifetime's '
-    ("statement_of", "```js\nspawn('ls', [\n```\n\n```js\n  stdio: 'pipe',\n```", None),  # another block
-    ("sentence_before", "Sorts are stable. That means order is kept.", "Sorts are stable."),
-    ("sentence_before", "Sorts are stable.\n\nThat means order is kept.", "Sorts are stable."),  # the paragraph before
-    ("sentence_before", "It fails:\n\n* It did not link.", "It fails:"),                 # a list item after it
-    ("sentence_before", "Sorts are stable.\n\n\nThat means order is kept.", None),        # more than one blank line
-    ("sentence_before", "Sorts are stable.\n\n## Order\n\nThat means order is kept.", None),  # a heading between
-    ("sentence_before", "> Sorts are stable.\n>\n> That means order is kept.", None),    # another quoted one
-    ("sentence_before", "```\nsorted(x)\n```\nThat means order is kept.", None),          # code, not a sentence
-    ("sentence_before", "order is kept. That means the sort is stable.", None),           # a tail the chunk's edge cut
-    ("sentence_before", "That means order is kept.", None),                               # nothing before
-])
-def test_whole_thoughts_find_the_unit_quoted_before_one(finder, text, expected):
-    from unirag.answer import whole_thoughts
-    from unirag.answer.sentences import split_units
-
-    units = split_units(text)
-    if finder == "defined_by":  # read in one pass over the chunk's units
-        terms = [whole_thoughts.term_of(text, units, k) for k in range(len(units))]
-        name = whole_thoughts.defined_by(text, units, terms)[-1]
-        assert name is None or text[name.where.start:name.where.end] == name.text
-        found = name and name.where
-    else:
-        found = getattr(whole_thoughts, finder)(text, units, len(units) - 1)
-    assert (found and text[found.start:found.end]) == expected
 
 
 def test_a_statements_lines_cut_off_from_its_start_are_no_candidates():
@@ -590,17 +257,6 @@ def test_a_sentence_of_a_code_section_is_quoted_after_its_name():
     assert candidates([plain])[0].defined is None
 
 
-def test_a_name_is_not_repeated_before_the_next_quote_of_its_passage():
-    name = "`os.homedir()`"
-    first = Span(0, 0, 5, "Returns the home.", name=Name(name))
-    second = Span(0, 9, 14, "It reads HOME.", name=Name(name))
-    other = Span(1, 0, 5, "Hosts have names.", name=Name("`os.hostname()`"))
-    assert quotes([first, second]) == ["“`os.homedir()` — …Returns the home.” [1]", "“It reads HOME.” [1]"]
-    # with another passage's quote between, the name is said again
-    assert quotes([first, other, second])[2] == "“`os.homedir()` — …It reads HOME.” [1]"
-    assert quotes([first, replace(second, hit=2)])[1] == "“`os.homedir()` — …It reads HOME.” [3]"
-
-
 def test_a_term_is_quoted_with_the_definition_it_heads():
     text = "`--log-level`\n\nSet how many messages are printed.\n\n`--debug-output`\n\nShow the call stack."
     hit = Hit("a", 1.0, text, "cmake.1.rst", "Options")
@@ -658,21 +314,6 @@ def test_a_sentence_that_opens_a_section_is_quoted_with_a_heading_it_leaves_its_
     assert [s.text for s in tight.spans][1].startswith("Prevents")
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("That means their original order is preserved.", True),
-    ("So, although it looks like a copy, it is a move.", True),
-    ("- It returns None when the key is missing.", True),
-    ("Also note that the values are references.", True),
-    ("Thats all.", False),                                  # a word that only starts like one
-    ("Sorts are guaranteed to be stable.", False),
-    ("The item after this one is empty.", False),
-])
-def test_points_back_reads_the_opening_words(text, expected):
-    from unirag.answer.whole_thoughts import points_back
-
-    assert points_back(text) is expected
-
-
 def test_a_unit_that_points_back_is_quoted_with_the_sentence_before_it():
     text = ("Records are sorted by key. Sorts are guaranteed to be stable. That means records with the "
             "same key keep their original order.\n\nThe end is here.")
@@ -718,23 +359,6 @@ def test_a_definitions_first_sentence_is_named_by_its_term_when_a_later_one_took
     # no more
     assert quotes(sorted(ev.spans, key=lambda s: s.start)) == ["“`BOOL` — Boolean value.” [1]",
                                                            "“The GUI offers a checkbox.” [1]"]
-
-
-@pytest.mark.parametrize("text, expected", [
-    ("Next, we’ll extract the `hosting` module to its own file.", True),
-    ("Listing 4-2 shows an example using an integer.", True),
-    ("Let's look at the `String` version:", True),
-    ("Consider what happens if you write code like that shown in Listing 20-33.", True),
-    ("In this chapter, we cover closures.", True),
-    ("The following methods are available on every list.", True),
-    ("If a type implements the `Copy` trait, its values are copied.", False),
-    ("Considering the cost, the loop is unrolled.", False),   # a word that only starts like one
-    ("We'd rather not.", False),
-])
-def test_points_ahead_finds_signposts(text, expected):
-    from unirag.answer.whole_thoughts import points_ahead
-
-    assert points_ahead(text) is expected
 
 
 def test_a_signposts_turn_goes_to_the_unit_after_it():
@@ -803,46 +427,6 @@ def test_renumbered_evidence_points_at_the_same_text():
     assert (moved.relevance, moved.answer_gain) == (0.5, 1.0)
 
 
-def test_answers_show_passages_in_passage_order(tiny):
-    question = "How does a loop return a value?"
-    chunks = [Hit("c", 0.9, "Loops return values with break. Paris is the capital of France.", "loops.md", ""),
-              Hit("b", 0.5, "The quick brown fox jumps over the lazy dog.", "fox.md", ""),
-              Hit("a", 0.1, "The cat sat on the mat. It was red.", "cat.md", "")]
-    selected = select(tiny, question, chunks)
-    assert len(selected.passage_likelihood) == 3
-    assert passage_order(selected) != [0, 1, 2]  # the tiny model's likelihoods do move a passage
-    settings = AskSettings(max_new_tokens=1, abstain=False)
-    result = answer_hits(tiny, question, chunks, settings)
-    assert [h.id for h in result.hits] == [chunks[i].id for i in passage_order(selected)]
-    assert all(result.hits[s.hit].text[s.start:s.end] == s.text for s in result.evidence.spans)
-    # an earlier answer's hits and evidence give the same answer again (evaluation reuses them)
-    again = answer_hits(tiny, question, result.hits, settings, evidence=result.evidence)
-    assert (again.hits, again.read()) == (result.hits, result.read())
-
-
-def test_quotes_leave_inline_html_out_of_prose_only():
-    from unirag.answer.evidence import Span
-
-    for text, code, quoted in (
-            ('<span class="caption">Table 3-1: Integer Types</span>', False, "Table 3-1: Integer Types"),
-            ('Press <kbd>Ctrl</kbd>-<kbd>C</kbd> to stop.<!-- note -->', False, "Press Ctrl-C to stop."),
-            ("The match runs from the '<' in '<html>' to the '>'.", False,
-             "The match runs from the '<' in '<html>' to the '>'."),  # prose about tags
-            ("Write `<span>` or <em>x</em>.", False, "Write `<span>` or x."),  # a code span is code
-            ('<a href="/">home</a>', True, '<a href="/">home</a>'),  # a code line
-            ('Link it as follows:\n\n```html\n<a href="/">home</a>', False,
-             'Link it as follows: <a href="/">home</a>'),
-            ("def f(path):\n    return []\n\ncopytree(f)", True, "def f(path): return [] copytree(f)"),  # no term
-            ("> Shadow it:\n>\n> ```rust\n> let x = 1;\n> ```", False, "Shadow it: let x = 1;"),  # a quoted fence
-            # mdBook's listing tag, as the page shows it (its caption may hold ">")
-            ('<Listing number="20-33" file-name="src/main.rs" caption="Creating a `Vec<T>` of closures">', False,
-             "Listing 20-33: Creating a `Vec<T>` of closures"),
-            ("<Listing caption='Two closures'>", False, "Two closures"),
-            ('It runs as shown:\n\n<Listing file-name="src/main.rs">\n\n```rust\nfn main() {}', False,
-             "It runs as shown: fn main() {}")):
-        assert quote(Span(0, 0, len(text), text, code=code)) == f"“{quoted}” [1]"
-
-
 def test_a_code_line_is_quoted_from_the_line_that_binds_the_name_it_opens_with():
     from unirag.answer.evidence import candidates
 
@@ -882,31 +466,6 @@ def test_an_announced_example_comes_with_as_many_of_its_lines_as_fit(budget, las
     # first line always (a first quote), the others where they fit
     assert first.start == 0 and first.text.endswith(last_line.strip())
     assert len(ev.spans) == 1  # the budget is spent
-
-
-def test_block_after_stops_at_the_blocks_end():
-    from unirag.answer.whole_thoughts import block_after
-
-    text = "Run:\n\n```sh\nmake\nmake install\n```\n\nThen:\n\n```sh\nmake test\n```"
-    units = split_units(text)
-    assert [text[u.start:u.end] for u in block_after(text, units, 1)] == ["make install"]
-    assert block_after(text, units, 2) == () and block_after(text, units, 0) == ()
-
-
-@pytest.mark.parametrize("line, code, expected", [
-    ("fn main() {", True, True),                       # a brace opens the block its lines go on
-    ("let v = vec![", True, True),                     # a bracket left open at the line's end
-    ("parser.add_argument('--verbose',", True, True),  # a call that its next lines go on
-    ("let x = loop { break 5; };", True, False),       # opens and closes on one line
-    ("println!(\"{\");", True, False),                 # a brace inside a string literal
-    ("}", True, False),
-    ("Call it like this (see below) {", False, False),  # prose is no code line
-])
-def test_opens_block_finds_a_statements_head(line, code, expected):
-    from unirag.answer.sentences import Unit
-    from unirag.answer.whole_thoughts import opens_block
-
-    assert opens_block(line, Unit(0, len(line), code)) is expected
 
 
 def test_a_blocks_head_is_quoted_with_its_lines_or_not_at_all():

@@ -1,11 +1,16 @@
-"""What the HTML reader leaves out beyond landmarks (webpage.py): the furniture that generators older
-than HTML5 landmarks mark in other ways, and footnote marks."""
+"""The HTML reader (unirag.readers.html): the main content kept and page furniture dropped (landmarks,
+and what generators older than HTML5 landmarks mark in other ways), code kept verbatim, footnote
+marks, pages that ask not to be indexed."""
+
+from pathlib import Path
 
 import pytest
 
 from unirag.readers.markdown import split_sections
 from unirag.answer.sentences import plain
 from unirag.readers.html import html_to_markdown
+from unirag.readers.registry import Skipped, SourceFile, parse
+from unirag.readers.rst import rst_to_markdown
 
 BODY = "<h2>2.1 Getting started</h2><p>Compile your program with -g first.</p>"
 # DocBook XSL: a navigation table of image and text links with accesskeys, around the book's title
@@ -219,3 +224,101 @@ def test_a_tooltip_icon_after_a_signature_is_a_mark():
             'Iter</a>&lt;\'_, T&gt; <a href="#" class="tooltip" data-notable-ty="Iter">ⓘ</a></h4>'
             '<p>Returns an iterator.</p></main>')
     assert html_to_markdown(page)[0] == "#### pub fn iter(&self) -> Iter<'_, T>\n\nReturns an iterator."
+
+
+def test_html_and_rst_become_markdown_headings():
+    text, title = html_to_markdown("<html><head><title>T</title><script>x()</script></head><body>"
+                                   "<h2>Sec</h2><p>a  b\n c</p><style>.x{}</style><pre># code\n  x</pre></body></html>")
+    assert title == "T" and "x()" not in text and ".x{}" not in text
+    assert "## Sec\n\na b c" in text and "```\n# code\n  x\n```" in text
+    assert rst_to_markdown("=====\nTop\n=====\n\nA\n---\n\nb\n\nB\n---\n") == "# Top\n\n## A\n\nb\n\n## B\n"
+
+
+def test_html_keeps_the_main_content_and_drops_page_furniture():
+    text, title = html_to_markdown(
+        "<html><head><title>Guide</title></head><body>"
+        "<header><a href='/'>Site name</a></header><nav><a href='/a'>Other page</a></nav>"
+        "<main><h1>Guide</h1><p>Main text.</p><nav aria-label='breadcrumbs'>Home / Guide</nav>"
+        "<div role='navigation'>Next topic</div><aside role='complementary'>Related links</aside>"
+        "<footer>Edit this page</footer></main>"
+        "<aside><h3>Sidebar</h3></aside><footer><p>Copyright 2026</p></footer></body></html>")
+    assert title == "Guide" and text == "# Guide\n\nMain text."
+
+
+def test_html_keeps_content_that_uses_header_aside_and_hidden_until_found():
+    # inside an article, <header> is its title block and <aside> an abstract or a footnote
+    text, _ = html_to_markdown(
+        "<body><header>Blog name</header><article><header><h1>Post</h1></header><p>Body.</p>"
+        "<aside class='footnote'><p>A footnote.</p></aside><div hidden>Dialog text</div>"
+        "<details><div hidden='until-found'>Folded answer.</div></details></article>"
+        "<aside>Recent posts</aside></body>")
+    assert text == "# Post\n\nBody.\n\nA footnote.\n\nFolded answer."
+
+
+def test_html_drops_permalink_marks_but_keeps_other_links():
+    text, _ = html_to_markdown(
+        "<main><h1>Intro<a class='headerlink' href='#intro' title='Permalink to this heading'>¶</a></h1>"
+        "<h2 id='use'>Use<a class='hash-link' href='#use' aria-label='Direct link'>&#8203;</a></h2>"
+        "<dl><dt>f(x)<a class='headerlink' href='#f'>¶</a></dt><dd>Calls it.</dd></dl>"
+        "<p>See <a href='#use'>Use</a> and <a href='other.html'>¶ other</a>.</p></main>")
+    assert "¶" not in text.replace("¶ other", "")
+    assert [path for path, _ in split_sections(text)][-1] == [(1, "Intro"), (2, "Use")]
+    assert "f(x)\n\nCalls it." in text and "See Use and ¶ other." in text
+
+
+@pytest.mark.parametrize("head, skipped", [
+    ('<meta name="robots" content="noindex">', True),  # mdBook's print.html and toc.html
+    ('<META CONTENT="noindex, follow" NAME="robots"/>', True),  # attributes in either order
+    ("<meta name=robots content=none>", True),  # "none": noindex and nofollow
+    ('<meta name="robots" content="index, nofollow">', False),
+    ('<meta name="description" content="noindex pages explained">', False),
+])
+def test_an_html_page_that_asks_not_to_be_indexed_is_skipped(head, skipped):
+    from unirag.readers.registry import READER_FORMATS, SKIPPED_FORMAT, reader_format
+
+    data = f"<html><head>{head}</head><body><main><p>Every chapter again.</p></main></body></html>".encode()
+    file = SourceFile(Path("print.html"), "print.html", "html")
+    doc = parse(file, data)
+    assert isinstance(doc, Skipped) == skipped
+    if skipped:
+        assert "asks not to be indexed" in doc.reason
+    # only such pages are read anew (their old chunks dropped); every other page keeps its ids
+    assert reader_format(file, data) == (SKIPPED_FORMAT if skipped else READER_FORMATS["html"])
+
+
+def test_html_code_blocks_stay_verbatim_and_fenced():
+    code = "def f():\n    if x:\n\n\n        return 1  # indented, with blank lines\n# not a heading"
+    markdown_code = "# Title\n```\nfenced\n```"
+    text, _ = html_to_markdown(f"<main><p>Code:</p><pre><span>{code}</span>\n</pre>"
+                               f"<pre>{markdown_code}</pre><table><tr><th>Flag</th><th>Use</th></tr>"
+                               "<tr><td><p>-v</p></td><td><p>verbose,</p><p>chatty</p></td></tr></table></main>")
+    assert f"```\n{code}\n```" in text
+    assert f"~~~\n{markdown_code}\n~~~" in text  # code that holds ``` lines is fenced with ~~~
+    assert [path for path, _ in split_sections(text)] == [[]]  # no `#` line in code became a heading
+    assert "Flag | Use\n\n-v | verbose, chatty" in text  # a row on one line, its cells apart
+
+
+def test_html_without_main_or_article_falls_back_to_the_body():
+    text, title = html_to_markdown("<html><head><title>Plain</title></head><body><h1>Notes</h1>"
+                                   "<p>One.<p>Two.<ul><li>a<li>b</ul><nav>Menu</nav></body></html>")
+    assert title == "Plain" and text == "# Notes\n\nOne.\n\nTwo.\n\n- a\n\n- b"
+    # a page that is all furniture keeps its text rather than coming out empty
+    assert html_to_markdown("<body><header><h1>Landing</h1><p>Welcome.</p></header></body>")[0] == \
+        "# Landing\n\nWelcome."
+
+
+def test_sphinx_page_keeps_only_its_role_main_body():
+    sphinx = ("<html><head><title>re &#8212; Python docs</title></head><body>"
+              "<div class='related' role='navigation'><h3>Navigation</h3><ul><li><a href='x'>index</a></li>"
+              "<li><a href='m'>modules</a> |</li></ul></div>"
+              "<div class='document'><div class='documentwrapper'><div class='bodywrapper'>"
+              "<div class='body' role='main'><section id='re'><h1>re<a class='headerlink' href='#re'>¶</a></h1>"
+              "<p>Regular expressions.</p><section id='syntax'><h2>Syntax<a class='headerlink' href='#syntax'>¶</a>"
+              "</h2><div class='highlight'><pre><span class='gp'>&gt;&gt;&gt; </span>re.match('a', 'a')\n</pre></div>"
+              "</section></section></div></div></div>"
+              "<div class='sphinxsidebar' role='navigation'><h3>Table of Contents</h3><h4>Previous topic</h4>"
+              "<div role='note'><h3>This Page</h3><a href='src'>Show Source</a></div></div></div>"
+              "<div class='footer'>&copy; Copyright 2001-2026.</div></body></html>")
+    text, title = html_to_markdown(sphinx)
+    assert title == "re — Python docs"
+    assert text == "# re\n\nRegular expressions.\n\n## Syntax\n\n```\n>>> re.match('a', 'a')\n```"

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from chroma_server import chroma_server
 from net import torchrun
-from test_rag import SMALL, collection_state, invoke, open_db, write_docs
+from rag_docs import SMALL, collection_state, invoke, open_db, write_docs
 
 from unirag.retrieval.ingest import ingest, share_of
 from unirag.readers.registry import walk

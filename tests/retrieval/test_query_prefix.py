@@ -3,7 +3,7 @@ embedded before the question by dense retrieval and by the LlamaIndex query embe
 never seen by BM25."""
 
 import numpy as np
-from test_rag import SMALL, open_db, write_docs
+from rag_docs import SMALL, open_db, write_docs
 
 from unirag.retrieval import search as pipeline
 from unirag.retrieval.ingest import ingest
