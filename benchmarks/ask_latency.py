@@ -52,9 +52,12 @@ def percentile(values: list[float], q: float) -> float:
 def naive_settings():
     """The flow without the default's extra passes: hybrid top 3, no rerank, no evidence
     selection, 64 tokens generated from the whole chunks, never abstaining."""
+    from dataclasses import make_dataclass
+
     from unirag.evaluation.rag import WholeChunks
 
-    return WholeChunks(top_k=3, max_new_tokens=64)
+    naive = make_dataclass("NaiveFlow", [("rerank", int, 0)], bases=(WholeChunks,), frozen=True)
+    return naive(top_k=3, max_new_tokens=64)
 
 
 def variants_for(names: str) -> dict:
@@ -68,7 +71,7 @@ def variants_for(names: str) -> dict:
 
 def one_ask(model, collection, question, settings) -> dict:
     """Ask one question (a `evaluation.rag.Question`, or a plain string); time it and score its keys."""
-    from unirag.answer.ask import ask
+    from unirag.answer.ask import AskSettings, ask
     from unirag.evaluation.answers import score
     from unirag.evaluation.rag import WholeChunks, chunks_answer
     from unirag.retrieval.search import Trace, retrieve
@@ -77,7 +80,10 @@ def one_ask(model, collection, question, settings) -> dict:
     start = time.perf_counter()
     if isinstance(settings, WholeChunks):  # the naive flow: hybrid search, then the whole chunks
         trace = Trace()
-        result = chunks_answer(model, text, retrieve(model, collection, text, settings.top_k, trace=trace), settings)
+        # "chunks" retrieves as the default does (its rerank), "naive" without a rerank
+        rerank = getattr(settings, "rerank", AskSettings().rerank)
+        hits = retrieve(model, collection, text, settings.top_k, rerank=rerank, trace=trace)
+        result = chunks_answer(model, text, hits, settings)
         result.seconds.update(trace.seconds)
     else:
         result = ask(model, collection, text, settings)

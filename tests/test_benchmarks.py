@@ -168,7 +168,7 @@ def test_ask_latency_percentile_and_summary():
 def test_ask_latency_naive_flow_stages_and_keys():
     ask = load("ask_latency")
     naive = ask.naive_settings()
-    assert naive.top_k == 3 and naive.max_new_tokens == 64 and not hasattr(naive, "rerank")
+    assert naive.top_k == 3 and naive.max_new_tokens == 64 and naive.rerank == 0
     assert list(ask.variants_for("default,naive")) == ["default", "naive"]
     runs = [{"first_text_s": 1.0, "total_s": 2.0, "answer": "a", "stages": {s: 0.5 for s in ask.STAGES},
              "key_correct": 1},
