@@ -80,3 +80,20 @@ def test_a_stream_its_reader_leaves_frees_the_worker():
         assert asyncio.run(leave_early()) == "next"
     finally:
         worker.stop()
+
+
+def test_stop_fails_the_jobs_still_waiting():
+    worker = ModelWorker(queue_size=2)
+    worker.start()
+    gate = threading.Event()
+    running = worker.submit(Job(lambda: gate.wait(10) and "ran"))
+    time.sleep(0.1)  # the first job holds the worker
+    waiting = worker.submit(Job(lambda: "never"))
+    stopper = threading.Thread(target=worker.stop)
+    stopper.start()
+    time.sleep(0.1)
+    gate.set()
+    stopper.join(10)
+    assert running.result(timeout=10) == "ran"
+    with pytest.raises(RuntimeError, match="shutting down"):
+        waiting.result(timeout=10)

@@ -1,8 +1,9 @@
 """Request bodies, as OpenAI's (and llama.cpp's rerank) clients send them, with unirag's extras.
 
-Fields a client may send that change nothing here (user, logprobs=false, presence_penalty, ...)
-are accepted and ignored, as other OpenAI-compatible servers do, so stock clients work unchanged;
-a field that asks for something unirag cannot do (n > 1, token-id input) is refused with a 400.
+Fields a client may send that unirag does not act on (user, stop, logprobs, tools,
+response_format, presence_penalty, ...) are accepted and ignored, as other OpenAI-compatible
+servers do, so stock clients work unchanged; n > 1, token-id input and non-text content parts are
+refused with a 400.
 Sizes are bounded here (how many inputs, messages, documents; how long each is), on top of the
 server's limit on the whole body.
 """

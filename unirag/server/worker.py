@@ -79,10 +79,22 @@ class ModelWorker:
             self._thread.start()
 
     def stop(self, timeout: float | None = 10.0) -> None:
+        """Fail the jobs still waiting (they would wait forever), let the running one finish, end."""
+        self._fail_waiting()
         if self._thread is not None:
             self._jobs.put(None)
             self._thread.join(timeout)
             self._thread = None
+        self._fail_waiting()  # any submitted meanwhile
+
+    def _fail_waiting(self) -> None:
+        while True:
+            try:
+                job = self._jobs.get_nowait()
+            except queue.Empty:
+                return
+            if job is not None and not job.future.done():
+                job.future.set_exception(RuntimeError("the server is shutting down"))
 
     def submit(self, job: Job) -> Future:
         """Queue `job`; its future gets its result. Raises QueueFull when the queue is full."""
