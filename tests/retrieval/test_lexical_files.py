@@ -170,3 +170,28 @@ def test_a_chroma_server_keeps_the_index_in_memory_keyed_by_the_stamp(tiny, tmp_
         for query in QUERIES:
             assert index.search(query, 10) == built_in_memory(collection).search(query, 10)
     assert not (tmp_path / "server" / "bm25").exists()
+
+
+def test_a_forgotten_file_leaves_the_saved_index_of_a_new_process(tiny, tmp_path):
+    collection = ingested(tiny, tmp_path)
+    before = store.chunks_stamp(collection)
+    assert lexical.index_for(collection).search("cat mat", 5)
+    assert store.forget(collection, "cats.md")
+    assert store.chunks_stamp(collection) != before  # the saved index no longer passes for the chunks
+    fresh_process()
+    index = lexical.index_for(collection)
+    assert "cats.md" not in index.sources and not index.mentions("mat")
+    assert index.ids == built_in_memory(collection).ids
+
+
+def test_a_saved_index_whose_arrays_miss_its_record_is_rebuilt(tiny, tmp_path):
+    import json
+
+    collection = ingested(tiny, tmp_path)
+    saved = tmp_path / "db" / "bm25" / "docs" / store.chunks_stamp(collection)
+    record = json.loads((saved / lexical_files.RECORD).read_text())
+    record["ids"], record["sources"] = record["ids"][:-1], record["sources"][:-1]  # one chunk short
+    (saved / lexical_files.RECORD).write_text(json.dumps(record))
+    assert lexical_files.load(tmp_path / "db", "docs", f"{collection.id}", store.chunks_stamp(collection)) is None
+    fresh_process()
+    assert lexical.index_for(collection).ids == built_in_memory(collection).ids
