@@ -92,3 +92,13 @@ def test_ask_settings_carry_the_filter(tiny, collection):
 
     result = ask(tiny, collection, "zebra stripes", AskSettings(top_k=2, rerank=0, sources=("guide/setup.md",)))
     assert [h.source for h in result.hits] == ["guide/setup.md"]
+
+
+def test_a_name_only_other_files_hold_is_never_mentioned_within_the_sources(collection):
+    from unirag.answer.ask import AskSettings, never_mentioned
+
+    assert never_mentioned(collection, "What grows in Kenya?") == ("Kenya",)
+    everywhere = never_mentioned(collection, "What does Zebra mean?", AskSettings())
+    within = never_mentioned(collection, "What does Zebra mean?", AskSettings(sources=("guide/setup.md",)))
+    assert everywhere == () and within == ("Zebra",)
+    assert never_mentioned(collection, "What does Zebra mean?", AskSettings(sources=("guide/*",))) == ()

@@ -30,7 +30,7 @@ from unirag.errors import UniragError
 from unirag.answer import evidence as evidence_mod
 from unirag.retrieval import lexical
 from unirag.answer import mentions
-from unirag.retrieval.search import RETRIEVAL_MODES, Hit, Trace, retrieve
+from unirag.retrieval.search import RETRIEVAL_MODES, Hit, Trace, matching_sources, retrieve
 from unirag.answer.generate import Turn, answer, citations, fit
 from unirag.answer.sentences import plain
 
@@ -231,7 +231,12 @@ def never_mentioned(collection, question: str, settings: AskSettings = AskSettin
     (also when `settings.abstain` is off): what `answer_hits` is told to abstain on."""
     if not settings.abstain or not mentions.names(question):
         return ()  # most questions give no names: no need to build the collection's BM25 index
-    return mentions.never_mentioned(question, lexical.index_for(collection).mentions)
+    index = lexical.index_for(collection)
+    if not settings.sources:
+        return mentions.never_mentioned(question, index.mentions)
+    # with --source, a name only the other files hold is not mentioned in what is searched
+    allowed = matching_sources(dict.fromkeys(index.sources, 0), settings.sources)
+    return mentions.never_mentioned(question, lambda word: index.mentions_in(word, allowed))
 
 
 def chosen_evidence(hits: Sequence[Hit], cands, scores: dict[str, list[float]], null: float,

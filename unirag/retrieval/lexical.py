@@ -102,6 +102,13 @@ class LexicalIndex:
                                                weight_mask=mask)
         return [(self.ids[int(d)], float(s)) for d, s in zip(docs[0], scores[0]) if s > 0]
 
+    def mentions_in(self, word: str, sources: Collection[str]) -> bool:
+        """`mentions`, within the chunks of those files: a chunk of theirs holds `word` as BM25
+        reads it (an acronym spelled out anywhere still counts: its letters are not indexed)."""
+        if not list(tokenize([word]).vocab):
+            return True
+        return bool(self.search(word, 1, sources)) or (word.isupper() and word in self.acronyms)
+
     def mentions(self, word: str) -> bool:
         """Whether some chunk holds `word`, as BM25 reads words (stemmed: "Makefiles" finds
         "Makefile"), or, for an acronym, spelled out ("LGPL": "Lesser General Public License").
