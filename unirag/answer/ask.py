@@ -255,13 +255,12 @@ def chosen_evidence(hits: Sequence[Hit], cands, scores: dict[str, list[float]], 
     return hits, chosen
 
 
-def select_evidence(model, question: str, hits: Sequence[Hit], settings: AskSettings = AskSettings(),
-                    question_vector=None) -> tuple[list[Hit], evidence_mod.Evidence]:
+def select_evidence(model, question: str, hits: Sequence[Hit], settings: AskSettings = AskSettings()
+                    ) -> tuple[list[Hit], evidence_mod.Evidence]:
     """Score `hits`' units against `question` with the model (`evidence.score`) and choose from
     them as `settings` say (`chosen_evidence`): the passages in the order to show them and the
-    evidence numbered to match. What `answer_hits` and the LlamaIndex `UniEvidence` run.
-    `question_vector`: `model.embed([question])[0]`, where the caller already has it."""
-    cands, scores, null = evidence_mod.score(model, question, hits, question_vector)
+    evidence numbered to match. What `answer_hits` and the LlamaIndex `UniEvidence` run."""
+    cands, scores, null = evidence_mod.score(model, question, hits)
     return chosen_evidence(hits, cands, scores, null, settings)
 
 
@@ -275,8 +274,7 @@ def answer_hits(model, question: str, hits: Sequence[Hit], settings: AskSettings
     shares them between answer modes). `unmentioned`: the question's names that the collection
     never mentions (`never_mentioned()`); given, the answer abstains and says so, unless
     `settings.abstain` is off. `trace`: the retrieval's (`search.Trace`), whose stage seconds the
-    answer reports, and whose question embedding the evidence takes where it embedded the
-    question itself."""
+    answer reports."""
     if not question.strip():
         raise UniragError("the question is empty")
     trace = trace if trace is not None else Trace()
@@ -285,8 +283,7 @@ def answer_hits(model, question: str, hits: Sequence[Hit], settings: AskSettings
     started = time.perf_counter()
     if evidence is None:
         if hits:
-            hits, evidence = select_evidence(model, question, hits, settings,
-                                             trace.vector_of(question, model.default_pooling))
+            hits, evidence = select_evidence(model, question, hits, settings)
         else:
             evidence = evidence_mod.Evidence([], float("-inf"))
         selected_s = time.perf_counter() - started

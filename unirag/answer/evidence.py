@@ -239,12 +239,9 @@ def _mean_logprobs(model, context_ids: list[int], continuations: Sequence[list[i
     return [total / max(len(ids), 1) for (total, _), ids in zip(scores, continuations)]
 
 
-def score(model, question: str, hits: Sequence,
-          question_vector=None) -> tuple[list[_Candidate], dict[str, list[float]], float]:
+def score(model, question: str, hits: Sequence) -> tuple[list[_Candidate], dict[str, list[float]], float]:
     """(candidates, {scorer: score per candidate} for each of SCORERS, question log-likelihood
-    after an empty passage). `question_vector`: the question's embedding
-    (`model.embed([question])[0]`) where the caller already has it (the dense search embedded the
-    same text the same way); it is then not embedded again."""
+    after an empty passage)."""
     cands = candidates(hits)
     if not cands:
         return [], {}, 0.0
@@ -255,8 +252,7 @@ def score(model, question: str, hits: Sequence,
     reading = read(model, [c.text for c in cands] + [""], encode(UNIT_PROMPT), question_ids, MAX_UNIT_TOKENS)
     null = reading.likelihood[-1]
     scores: dict[str, list[float]] = {"likelihood": reading.likelihood[:-1]}
-    vector = question_vector if question_vector is not None else model.embed([question])[0]
-    scores["embedding"] = list(reading.vectors[:-1] @ vector)
+    scores["embedding"] = list(reading.vectors[:-1] @ model.embed([question])[0])
     units = [encode(" " + c.text)[:MAX_UNIT_TOKENS] or [model.pad_id] for c in cands]
     asked = _mean_logprobs(model, encode(f"Question: {question.strip()}\nAnswer:"), units)
     scores["answer"] = [a - b for a, b in zip(asked, reading.own[:-1])]

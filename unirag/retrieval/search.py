@@ -52,13 +52,9 @@ class Hit:
 @dataclass
 class Trace:
     """What one `retrieve` call did, for the ask flow and benchmarks: seconds per stage
-    ("embed question", "dense search", "bm25", "rerank"), and the question's embedding with what
-    was embedded for it (`embedded`: (text, pooling)), which a later step embedding the same text
-    the same way takes instead of running the pass again."""
+    ("embed question", "dense search", "bm25", "rerank")."""
 
     seconds: dict[str, float] = field(default_factory=dict)
-    vector: object = None  # np.ndarray (hidden,), or None (no dense search)
-    embedded: tuple[str, str] | None = None
 
     @contextlib.contextmanager
     def stage(self, name: str):
@@ -67,12 +63,6 @@ class Trace:
             yield
         finally:
             self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - started
-
-    def vector_of(self, text: str, pooling: str):
-        """The embedding of `text` under `pooling` if this retrieval made exactly that one, else None
-        (always None under an adapter with a question cue, such as the shipped one: the search
-        embeds "Question: " before the question, the evidence the question alone)."""
-        return self.vector if self.embedded == (text, pooling) else None
 
 
 def pages_label(metadata: dict) -> str:
@@ -98,7 +88,7 @@ def retrieve(model, collection, question: str, top_k: int = 5, mode: str = "hybr
     sources: fnmatch-style globs over the chunks' `source` (the file's path under the ingested
     folder, e.g. "guide/*.md"); given, only chunks of matching files are searched, by dense search
     and BM25 alike, so top_k matching chunks come back (not top_k chunks, then filtered).
-    `trace`, if given, records the stages' seconds and the question's embedding.
+    `trace`, if given, records the stages' seconds.
     """
     trace = trace if trace is not None else Trace()
     if not question.strip():
@@ -115,7 +105,8 @@ def retrieve(model, collection, question: str, top_k: int = 5, mode: str = "hybr
         return []
     allowed = None
     if sources:
-        counts = store.source_counts(collection)
+        # the BM25 index (current by the chunks stamp) holds each chunk's source: no scan per query
+        counts = dict.fromkeys(lexical.index_for(collection).sources, 0)
         allowed = matching_sources(counts, sources)
         if not allowed:
             raise UniragError(f"no file in collection {collection.name!r} matches --source "
@@ -124,10 +115,8 @@ def retrieve(model, collection, question: str, top_k: int = 5, mode: str = "hybr
             allowed = None  # every file: no filter, and no list of every source for Chroma to match
     dense: list[Hit] = []
     if mode != "lexical":
-        embedded = (query_text(model, question), store.collection_pooling(collection))
         with trace.stage("embed question"):
-            vector = model.embed([embedded[0]], pooling=embedded[1])[0]
-        trace.vector, trace.embedded = vector, embedded
+            vector = model.embed([query_text(model, question)], pooling=store.collection_pooling(collection))[0]
         dense_depth = max(top_k, rerank) if mode == "dense" else max(top_k, rerank, CANDIDATES)
         with trace.stage("dense search"):
             dense = dense_search(collection, vector, dense_depth, allowed)
@@ -157,7 +146,7 @@ def retrieve(model, collection, question: str, top_k: int = 5, mode: str = "hybr
 
 
 def matching_sources(counts: dict[str, int], globs: Sequence[str]) -> set[str]:
-    """The sources (of `store.source_counts`) that match any of the fnmatch-style `globs`; a
+    """The sources (keys of `counts`) that match any of the fnmatch-style `globs`; a
     glob also matches a source it names exactly, and case matters."""
     return {source for source in counts if any(source == g or fnmatch.fnmatchcase(source, g) for g in globs)}
 
