@@ -34,7 +34,8 @@ def test_front_matter_gives_the_page_its_title_and_lede():
     page = ('---\ntitle: "npm-ci"\nsection: 1\ntags:\n  - install\nnotes: >-\n  folded\naliases: [ic, ci]\n'
             'description: Clean install a project\n---\n\n### Synopsis\n\nnpm ci\n\n### Description\n\nText.')
     fields, body = front_matter(page)
-    assert fields == {"title": "npm-ci", "section": "1", "description": "Clean install a project"}
+    # (YAML as PyYAML reads it: a folded scalar is one line; lists are no field)
+    assert fields == {"title": "npm-ci", "section": "1", "notes": "folded", "description": "Clean install a project"}
     assert body.lstrip("\n").startswith("### Synopsis")
     doc = parse(SourceFile(Path("npm-ci.md"), "commands/npm-ci.md", "markdown"), page.encode())
     assert doc.title == "npm-ci"
@@ -50,12 +51,14 @@ def test_front_matter_gives_the_page_its_title_and_lede():
 
 
 def test_markdown_comments_are_dropped_outside_code():
-    from unirag.readers.markdown import strip_markdown_comments
+    from unirag.readers.markdown import markdown_prose as strip_markdown_comments
 
     text = ("# T\n\n<!-- Do not remove or links may break.\n-->\nText one.\n\n```html\n<!-- kept -->\n\n\nx\n```\n\n"
             "More <!-- x --> here.")
     assert strip_markdown_comments(text) == "# T\n\nText one.\n\n```html\n<!-- kept -->\n\n\nx\n```\n\nMore  here."
-    assert strip_markdown_comments("a <!-- never closed\nb") == "a "
+    # an inline comment never closed is text in CommonMark; a comment block runs to the end
+    assert strip_markdown_comments("a <!-- never closed\nb") == "a <!-- never closed\nb"
+    assert strip_markdown_comments("a\n\n<!-- never closed\nb") == "a\n\n"
 
 
 def test_markdown_footnote_marks_are_dropped_outside_code_and_notes_kept():
@@ -84,3 +87,31 @@ def test_an_mdbook_summary_is_skipped(tmp_path, name, text, skipped):
         assert "table of contents" in doc.reason
     # only such a file is read anew (its old chunks dropped); every other page keeps its ids
     assert reader_format(file, data) == (SKIPPED_FORMAT if skipped else READER_FORMATS["markdown"])
+
+
+def test_sections_are_cut_where_commonmark_sees_headings():
+    # setext headings are headings; `#` lines in code, quotes and list items and a bare `#` are not
+    text = ("Guide\n=====\n\nIntro.\n\nInstall\n-------\n\nRun it.\n\n> # quoted\n\n- # in a list\n\n#\n\n"
+            "```\n# code\n```\n\n## C#\n\nSharp.")
+    sections = split_sections(text)
+    assert [[t for _, t in path] for path, _ in sections] == [["Guide"], ["Guide", "Install"], ["Guide", "C#"]]
+    assert "".join(body for _, body in sections).replace("\n", "") == text.replace("\n", "")
+    # a run of body-less headings is folded into the section they lead to: no bare-heading chunk
+    chain = "## Chapter 3\n\n# Typesetting\n\n# Formulae\n\nNow you are ready.\n\n## 3.1 Spaces\n\nText."
+    assert [(path[-1][1], body.split("\n")[0]) for path, body in split_sections(chain)] == \
+        [("Formulae", "## Chapter 3"), ("3.1 Spaces", "## 3.1 Spaces")]
+    # lines end where markdown-it ends them ("\r" too): sections stay runs of the text itself
+    crlf = "# A\r\n\r\nOne.\r\n\r\n# B\rTwo."
+    assert [body for _, body in split_sections(crlf)] == ["# A\r\n\r\nOne.\r\n", "# B\rTwo."]
+    assert markdown_title("Setext Title\n============\n\nBody") == "Setext Title"
+
+
+def test_text_readers_escape_what_would_read_as_a_heading():
+    from unirag.readers.markdown import escaped
+
+    assert escaped("# not a title") == "\\# not a title" and escaped("#") == "\\#"
+    assert escaped("-----") == "\\-----" and escaped("===") == "\\==="  # a heading's underline
+    assert escaped("- item") == "- item" and escaped("#hashtag") == "#hashtag"
+    page = parse(SourceFile(Path("notes.txt"), "notes.txt", "text"),
+                 b"Some words of a long paragraph line that is not a title at all.\n---------\nMore words.\n")
+    assert split_sections(page.text)[0][0] == []

@@ -8,15 +8,49 @@ syntax both sides need lives here, below them.
 from __future__ import annotations
 
 import re
+import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+from mdit_py_plugins.footnote import footnote_plugin
+from mdit_py_plugins.front_matter import front_matter_plugin
+
 from unirag.readers import includes
 from unirag.readers.base import Document, Reader, SourceFile, Skipped, Unreadable, decode, register
 
-HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)[ \t#]*$")  # an ATX heading line
+HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)[ \t#]*$")  # an ATX heading line (what writers escape)
+_ATX_OPENING = re.compile(r"^ {0,3}#{1,6}(?:[ \t]|$)")  # a heading line, "#" alone (empty) too
+SETEXT_UNDERLINE = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")  # turns the line above it into a heading
 FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")  # a code fence line
+_LINE_END = re.compile(r"\r\n?|\n")
+
+# CommonMark, as the Markdown a page is written in and every reader's output are parsed; with the
+# plugins for what Markdown files add to it (front matter, footnotes)
+_PARSER = MarkdownIt("commonmark").use(front_matter_plugin).use(footnote_plugin)
+
+
+def parse(text: str) -> tuple[list[Token], dict]:
+    """markdown-it's block tokens of `text` (each with `map`: its first line and the line after
+    its last) and its environment (the footnotes it defines)."""
+    env: dict = {}
+    return _PARSER.parse(text, env), env
+
+
+def escaped(line: str) -> str:
+    """A line of plain or extracted text that Markdown would read as a heading (a `#` line) or as
+    a heading's underline (a line of `=` or `-`), escaped, so that only the headings a reader
+    finds are headings."""
+    return "\\" + line.lstrip() if _ATX_OPENING.match(line) or SETEXT_UNDERLINE.match(line) else line
+
+
+def _line_starts(text: str) -> list[int]:
+    """Where each line of `text` starts, as markdown-it counts lines (a line ends at "\\n", "\\r"
+    or "\\r\\n"), and one past the text's end."""
+    return [0] + [match.end() for match in _LINE_END.finditer(text)] + [len(text) + 1]
 
 
 @dataclass(frozen=True)
@@ -26,24 +60,27 @@ class CodeBlock:
     start: int    # where its opening fence line starts
     close: int    # where its closing fence line starts (the text's length for a block left open)
     end: int      # where its closing fence line ends, before the line break
-    opening: str  # the opening fence line, stripped ("```rust")
+    opening: str  # its opening fence and info string ("```rust"), what reopens it after a cut
 
 
 def code_blocks(text: str) -> list[CodeBlock]:
-    """The fenced code blocks of `text`, in order; a block ends at a fence line of its opening
-    character at least as long (CommonMark), or at the text's end."""
-    blocks: list[CodeBlock] = []
-    start, fence, opening = 0, None, ""
-    for match in re.finditer(FENCE.pattern, text, re.MULTILINE):
-        line_end = text.find("\n", match.end())
-        line_end = len(text) if line_end < 0 else line_end
-        if fence is None:
-            start, fence, opening = match.start(), match.group(1), text[match.start():line_end].strip()
-        elif match.group(1)[0] == fence[0] and len(match.group(1)) >= len(fence):
-            blocks.append(CodeBlock(start, match.start(), line_end, opening))
-            fence = None
-    if fence is not None:
-        blocks.append(CodeBlock(start, len(text), len(text), opening))
+    """The fenced code blocks of `text` (top level, in lists or quotes), in order, as CommonMark
+    reads them: a block left open runs to the end of its container."""
+    if "```" not in text and "~~~" not in text:  # (most sections: no parse needed)
+        return []
+    starts = _line_starts(text)
+    blocks = []
+    for token in parse(text)[0]:
+        if token.type != "fence" or not token.map:
+            continue
+        first, after = token.map
+        last = text[starts[after - 1]:starts[after] - 1].rstrip("\r") if after - 1 > first else ""
+        closed = re.fullmatch(rf"[\s>]*{re.escape(token.markup[0])}{{{len(token.markup)},}}[ \t]*", last)
+        if closed:
+            close, end = starts[after - 1], starts[after - 1] + len(last)
+        else:
+            close = end = min(starts[after] - 1, len(text))
+        blocks.append(CodeBlock(starts[first], close, end, f"{token.markup}{token.info}".strip()))
     return blocks
 
 
@@ -82,38 +119,44 @@ def markdown_title(text: str) -> str:
     return next(title for level, title in tops if level == top)
 
 
-def split_sections(text: str) -> list[tuple[list[tuple[int, str]], str]]:
-    """[(heading stack [(level, title), ...], section text incl. its heading line)].
+def headings(text: str) -> list[tuple[int, int, int, str]]:
+    """The document's own headings, as CommonMark reads them: [(first line, the line after the
+    heading, level, title)]. ATX (`## Title`) and setext (a title underlined with `===` or `---`)
+    alike; a `#` line in a code block, a quote or a list item is none, and so is one without a
+    title."""
+    tokens = parse(text)[0] if "#" in text or "=" in text or "-" in text else []
+    found = [(token.map[0], token.map[1], int(token.tag[1]), " ".join(tokens[i + 1].content.split()))
+             for i, token in enumerate(tokens) if token.type == "heading_open" and token.level == 0]
+    return [heading for heading in found if heading[3]]  # ("#" alone is an empty heading: no title)
 
-    `#` lines inside ``` / ~~~ fences are code, not headings. A heading with no body of its own
-    (e.g. "# Chapter" right before "## Part") is folded into the next section, so no chunk is a
-    bare heading.
+
+def _without_line_end(lines: str) -> str:
+    return lines[:-2] if lines.endswith("\r\n") else lines[:-1] if lines.endswith(("\n", "\r")) else lines
+
+
+def split_sections(text: str) -> list[tuple[list[tuple[int, str]], str]]:
+    """[(heading stack [(level, title), ...], section text incl. its heading lines)]: runs of the
+    text's lines, in order.
+
+    A heading with no body of its own (e.g. "# Chapter" right before "## Part") is folded into
+    the next section, so no chunk is a bare heading.
     """
-    sections: list[tuple[list[tuple[int, str]], list[str]]] = [([], [])]
+    starts = _line_starts(text)
+    # [heading stack, first line, the line after its headings (where its body starts)]
+    sections: list[list] = [[[], 0, 0]]
     stack: list[tuple[int, str]] = []
-    fence = None
-    for line in text.split("\n"):
-        match = None
-        if fence:
-            if line.strip().startswith(fence):
-                fence = None
-        elif (f := FENCE.match(line)):
-            fence = f.group(1)[0] * 3
+    for first, after, level, title in headings(text):
+        while stack and stack[-1][0] >= level:
+            stack.pop()
+        stack.append((level, title))
+        section = sections[-1]
+        if not text[starts[section[2]]:starts[first]].strip():  # fold a body-less heading
+            sections[-1] = [list(stack), section[1], after]
         else:
-            match = HEADING.match(line)
-        if match:
-            level, title = len(match.group(1)), match.group(2).strip()
-            while stack and stack[-1][0] >= level:
-                stack.pop()
-            stack.append((level, title))
-            previous_path, previous_lines = sections[-1]
-            if previous_lines and not "".join(previous_lines[1 if previous_path else 0:]).strip():
-                sections[-1] = (list(stack), previous_lines + [line])  # fold a body-less heading
-            else:
-                sections.append((list(stack), [line]))
-        else:
-            sections[-1][1].append(line)
-    return [(path, "\n".join(lines)) for path, lines in sections if "\n".join(lines).strip()]
+            sections.append([list(stack), first, after])
+    bounds = [start for _, start, _ in sections[1:]] + [len(starts) - 1]
+    pieces = [(path, _without_line_end(text[starts[start]:starts[end]])) for (path, start, _), end in zip(sections, bounds)]
+    return [(path, piece) for path, piece in pieces if piece.strip()]
 
 
 # ---------------------------------------------------------------------- reading text formats
@@ -138,83 +181,81 @@ def text_reader(convert: Callable[[str, SourceFile], tuple[str, str]]
 
 
 # ---------------------------------------------------------------------- Markdown files
-_COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.DOTALL)
-
-
-def strip_markdown_comments(text: str) -> str:
-    """The text without its HTML comments (`<!-- ... -->`), except inside code fences.
-
-    A rendered page never shows them; left in, their notes to the authors ("Do not remove or
-    links may break", build instructions) became chunks and quoted "evidence".
-    """
-    # the comment's own line break stays: one blank line at most
-    return outside_code(text, lambda segment: re.sub(r"\n{3,}", "\n\n", _COMMENT.sub("", segment)))
-
-
-# a footnote reference ("tables[^siphash].", "done [^1]") and a definition's label at a line start
-_FOOTNOTE_REFERENCE = re.compile(r"[ \t]*\[\^[^\]\s]+\](?!:)")
-_FOOTNOTE_LABEL = re.compile(r"^\[\^[^\]\s]+\]:[ \t]*", re.MULTILINE)
-_INLINE_CODE = re.compile(r"(`+)(?:(?!\n[ \t]*\n).)+?\1", re.DOTALL)  # within one paragraph
-
-
-def strip_footnote_marks(text: str) -> str:
-    """The text without footnote marks (`[^label]` where a note is cited, and the label before
-    its text), except in code: a regular expression's `[^abc]` stays. The notes' text stays.
-
-    Why: rendered, a mark is a superscript number; read as written, it sits in every quote of its
-    sentence ("hash tables[^siphash].") and says nothing, as the HTML reader's footnote marks
-    (`html.py`) did, which read as citations of the answer's own passages.
-    """
-    def unmarked(words: str) -> str:
-        return _FOOTNOTE_REFERENCE.sub("", _FOOTNOTE_LABEL.sub("", words))
-
-    def outside_code_spans(segment: str) -> str:
-        out, pos = [], 0
-        for code in _INLINE_CODE.finditer(segment):
-            out += [unmarked(segment[pos:code.start()]), code.group()]
-            pos = code.end()
-        return "".join(out + [unmarked(segment[pos:])])
-
-    return outside_code(text, outside_code_spans)
-
-
 def markdown_prose(text: str) -> str:
-    """Markdown as a reader sees it rendered: without comments and footnote marks."""
-    return strip_footnote_marks(strip_markdown_comments(text))
+    """Markdown as a reader sees it rendered: without HTML comments (`<!-- ... -->`) and without
+    footnote marks (`[^label]` where a note is cited, and the label before the note's text, which
+    stays), as CommonMark and its footnote extension read them: in code, both are text.
+
+    Why: a rendered page never shows comments; left in, their notes to the authors ("Do not
+    remove or links may break", build instructions) became chunks and quoted "evidence". A
+    footnote mark renders as a superscript number; read as written, it sat in every quote of its
+    sentence ("hash tables[^siphash].") and said nothing.
+    """
+    if "<!--" not in text and "[^" not in text:
+        return text
+    starts = _line_starts(text)
+    cuts: list[tuple[int, int]] = []  # character ranges to drop
+
+    def cut_next(span: list[int], what: str, spaces_before: bool = False) -> None:
+        """Drop the next `what` of the paragraph (the one after the last dropped from it)."""
+        at = text.find(what, max([starts[span[0]]] + [end for _, end in cuts]), starts[span[1]] - 1)
+        if at >= 0:
+            cuts.append((len(text[:at].rstrip(" \t")) if spaces_before else at, at + len(what)))
+
+    tokens, _ = parse(text)
+    for i, token in enumerate(tokens):
+        if token.type == "html_block" and token.content.lstrip().startswith("<!--"):
+            cuts.append((starts[token.map[0]], starts[token.map[1]]))
+        elif token.type == "footnote_open":  # the definition's label, on its first line
+            line = starts[next(t.map[0] for t in tokens[i:] if t.map)]
+            label = re.compile(r"[ \t]*\[\^[^\]]+\]:[ \t]*").match(text, line)
+            if label:
+                cuts.append((label.start(), label.end()))
+        elif token.type == "inline" and token.map and token.children:
+            for child in token.children:
+                if child.type == "html_inline" and child.content.startswith("<!--"):
+                    cut_next(token.map, child.content)
+                elif child.type == "footnote_ref":
+                    cut_next(token.map, f"[^{child.meta['label']}]", spaces_before=True)
+    out, pos = [], 0
+    for start, end in sorted(cuts):
+        out.append(text[pos:max(pos, start)])
+        pos = max(pos, end)
+    out.append(text[pos:])
+    # the blank lines around what was dropped: one, as Markdown renders any run of them
+    return outside_code("".join(out), lambda segment: re.sub(r"\n{3,}", "\n\n", segment))
 
 
-# YAML ("---" ... "---" or "...") or TOML ("+++" ... "+++") block at the very start of a file
-_FRONT_MATTER = re.compile(r"\A(?:---[ \t]*\n(.*?)\n(?:---|\.\.\.)|\+\+\+[ \t]*\n(.*?)\n\+\+\+)[ \t]*(?:\n|\Z)",
-                           re.DOTALL)
-_FIELD = re.compile(r"^([A-Za-z_][\w-]*)[ \t]*[:=][ \t]*(.*?)[ \t]*$")
 # the fields a rendered page shows at its top: its title, then a one-line summary under it
 _LEDE_FIELDS = ("description", "summary", "subtitle")
 
 
 def front_matter(text: str) -> tuple[dict[str, str], str]:
-    """(the block's top-level one-line fields, the text after it), or ({}, text) when the text does
-    not open with a front matter block.
-
-    A block counts only when every line is a field ("key: value" or "key = value"), indented
-    (a nested value), a list item, a comment or blank: a document that opens with a horizontal
-    rule ("---") and prose is not front matter."""
-    match = _FRONT_MATTER.match(text)
-    if not match:
+    """(the block's one-line top-level fields, the text after it), or ({}, text) when the text does
+    not open with a front matter block: YAML between `---` lines (markdown-it's front matter
+    plugin) or TOML between `+++` lines (Hugo's), that parses as a table of fields. A document
+    that opens with a horizontal rule ("---") and prose is not front matter."""
+    tokens = parse(text)[0] if text.startswith("---") else []
+    if tokens and tokens[0].type == "front_matter":
+        block, after = tokens[0].content, tokens[0].map[1]
+        try:
+            fields = yaml.safe_load(block)
+        except yaml.YAMLError:
+            fields = None
+    elif text.startswith("+++"):
+        lines = text.split("\n")
+        after = next((n + 1 for n in range(1, len(lines)) if lines[n].rstrip() == "+++"), 0)
+        try:
+            fields = tomllib.loads("\n".join(lines[1:after - 1])) if after else None
+        except tomllib.TOMLDecodeError:
+            fields = None
+    else:
         return {}, text
-    fields, is_block = {}, False
-    for line in (match.group(1) if match.group(1) is not None else match.group(2)).split("\n"):
-        field = _FIELD.match(line)
-        if field:
-            value = field.group(2)
-            if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-                value = value[1:-1]
-            # a block scalar ("|", ">-"), a flow list or map, or an anchor says nothing on this line
-            if value and value[0] not in "|>[{&*!":
-                fields[field.group(1).lower()] = value.strip()
-            is_block = True
-        elif line.strip() and not (line[0] in " \t" or line.startswith(("- ", "#"))):
-            return {}, text
-    return (fields, text[match.end():]) if is_block else ({}, text)
+    if not isinstance(fields, dict) or not fields:
+        return {}, text
+    scalars = {str(key).lower(): str(value).strip() for key, value in fields.items()
+               if isinstance(value, (str, int, float)) and not isinstance(value, bool) and "\n" not in str(value).strip()}
+    return scalars, "\n".join(text.split("\n")[after:])
 
 
 def read_front_matter(text: str) -> tuple[str, str]:
@@ -231,8 +272,8 @@ def read_front_matter(text: str) -> tuple[str, str]:
     if not fields:
         return text, ""
     body = body.lstrip("\n")
-    opening = HEADING.match(body.split("\n", 1)[0])
-    top = f"# {title}\n\n" if title and not (opening and opening.group(2).lower() == title.lower()) else ""
+    opening = next((heading for first, _, _, heading in headings(body) if first == 0), "")
+    top = f"# {title}\n\n" if title and opening.lower() != title.lower() else ""
     return top + (f"{lede}\n\n" if lede else "") + body, title
 
 
@@ -260,8 +301,9 @@ def _not_a_page(file: SourceFile, data: bytes) -> str | None:
 
 
 # markdown 1: HTML comments dropped (outside code); 2: front matter read (title, description);
-# 3: footnote marks dropped (`strip_footnote_marks`). (mdBook's includes need no number: read in
-# place, they change the bytes a page's hash is taken of, `registry.read_bytes`.)
-READER = register(Reader("markdown", (".md", ".markdown"), 3,
+# 3: footnote marks dropped; 4: comments, footnotes and front matter as markdown-it-py and PyYAML read
+# them (`markdown_prose`, `front_matter`). (mdBook's includes need no number: read in place, they
+# change the bytes a page's hash is taken of, `registry.read_bytes`.)
+READER = register(Reader("markdown", (".md", ".markdown"), 4,
                          text_reader(lambda text, file: read_front_matter(markdown_prose(text))),
                          skip=_not_a_page, expand=includes.expand_mdbook, include_marker=b"{{#"))

@@ -75,5 +75,6 @@ def _read(text: str, file) -> tuple[str, str]:
     return markdown_prose(mdx_to_markdown(text)), title
 
 
-# 1: footnote marks dropped (`strip_footnote_marks`)
-READER = register(Reader("mdx", (".mdx",), 1, text_reader(_read)))
+# 1: footnote marks dropped; 2: comments and footnote marks as markdown-it-py reads them
+# (`markdown.markdown_prose`)
+READER = register(Reader("mdx", (".mdx",), 2, text_reader(_read)))

@@ -171,7 +171,8 @@ def _directive(name: str, argument: str, body: list[str], depth: int) -> list[st
 # 4: a Markdown file written in MyST, its directives, roles, targets and comments read as the page
 # shows them (a number of its own, after markdown's 3, so that plain Markdown files keep their
 # reading and MyST ones, which were read as plain Markdown, are read again); 5: a tab's title
-# shown; 6: a tab's or card's title as the label of its first paragraph ("MacOS: ...").
-READER = register(Reader("myst", (), 6,
+# shown; 6: a tab's or card's title as the label of its first paragraph ("MacOS: ..."); 7: comments,
+# footnote marks and front matter as markdown-it-py and PyYAML read them (`markdown.markdown_prose`).
+READER = register(Reader("myst", (), 7,
                          text_reader(lambda text, file: read_front_matter(markdown_prose(myst_to_markdown(text)))),
                          sniff=looks_like_myst, claims=("markdown",)))

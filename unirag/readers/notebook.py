@@ -86,5 +86,6 @@ def _read(text: str, file) -> tuple[str, str]:
         raise Unreadable(f"notebook {err}") from None
 
 
-# 1: footnote marks dropped (`strip_footnote_marks`)
-READER = register(Reader("notebook", (".ipynb",), 1, text_reader(_read)))
+# 1: footnote marks dropped; 2: comments and footnote marks as markdown-it-py reads them
+# (`markdown.markdown_prose`)
+READER = register(Reader("notebook", (".ipynb",), 2, text_reader(_read)))

@@ -48,7 +48,7 @@ from collections import Counter
 from pathlib import Path
 
 from unirag.readers.base import Document, Reader, Skipped, SourceFile, register
-from unirag.readers.markdown import HEADING, fence_for
+from unirag.readers.markdown import escaped, fence_for
 
 EDGE_LINES = 2  # lines at each end of a page where running headers, footers and page numbers sit
 MIN_REPEATS = 3  # a line at the page edges on at least this many pages ...
@@ -270,7 +270,7 @@ def _as_markdown(lines: list[str], headings: dict[str, float], levels: dict[floa
             close_code()
             if out and out[-1] and _starts_paragraph(out[-1], lines[i], gap, spacing):
                 out.append("")
-            out.append("\\" + lines[i] if HEADING.match(lines[i]) else lines[i])
+            out.append(escaped(lines[i]))
         i += 1
     close_code()
     return out
@@ -408,5 +408,6 @@ def read_pdf(file: SourceFile, data: bytes) -> Document | Skipped:
 # 1: running headers, footers and page numbers dropped, headings found by type size; 2: paragraphs
 # found by their spacing, monospace lines fenced as code; 3: ligatures read as their letters, a
 # hyphenated compound broken at a line's end kept whole (`_unbroken`), and each chunk's pages
-# recorded (so chunks stored before pages were are read again)
-READER = register(Reader("pdf", (".pdf",), 3, read_pdf))
+# recorded (so chunks stored before pages were are read again); 4: a line of "=" or "-" escaped, which
+# CommonMark would read as the underline of a heading
+READER = register(Reader("pdf", (".pdf",), 4, read_pdf))

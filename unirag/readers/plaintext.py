@@ -8,7 +8,8 @@ headings, they label their sections as a Markdown file's do (`chunking.split_sec
 
 And its paragraphs are often indented for layout ("      "License" shall mean ..."), which
 Markdown reads as code: a paragraph that reads as prose (words, not symbols) loses its indent.
-Lines that open with "#" are escaped, so that only the titles found here are headings.
+Lines that open with "#", or underline the line above with "=" or "-", are escaped, so that only the
+titles found here are headings.
 
 Rules for a title line: a line with blank lines (or the file's start or end) around it, of at most
 `MAX_TITLE_WORDS` words with a letter, that is numbered and in title case ("0. Definitions.", "3.1.
@@ -28,7 +29,7 @@ from pathlib import Path
 
 from unirag.readers import includes
 from unirag.readers.base import Reader, register
-from unirag.readers.markdown import HEADING, text_reader
+from unirag.readers.markdown import escaped, text_reader
 
 MAX_TITLE_WORDS = 10
 _UNDERLINE = re.compile(r"[ \t]*(=+|-+)[ \t]*")
@@ -54,7 +55,7 @@ def text_to_markdown(text: str) -> str:
 
     def flush():
         if paragraph:
-            out.extend(_escaped(line) for line in (_dedented(paragraph) if _prose(paragraph) else paragraph))
+            out.extend(escaped(line) for line in (_dedented(paragraph) if _prose(paragraph) else paragraph))
             paragraph.clear()
 
     k = 0
@@ -148,12 +149,8 @@ def _dedented(paragraph: list[str]) -> list[str]:
     return [line.strip() for line in paragraph]
 
 
-def _escaped(line: str) -> str:
-    """A line Markdown would read as a heading, escaped (`sentences.plain` drops the escape)."""
-    return "\\" + line.lstrip() if HEADING.match(line) else line
-
-
-# 1: title lines read as headings, prose paragraphs unindented; the file's name stays its title
-READER = register(Reader("text", (".txt",), 1,
+# 1: title lines read as headings, prose paragraphs unindented; the file's name stays its title;
+# 2: a line of "=" or "-" left under a paragraph escaped (CommonMark reads it as a heading's underline)
+READER = register(Reader("text", (".txt",), 2,
                          text_reader(lambda text, file: (text_to_markdown(text), Path(file.source).stem)),
                          expand=includes.expand, include_marker=b"include::"))

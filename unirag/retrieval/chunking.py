@@ -20,8 +20,9 @@ from unirag.readers.markdown import FENCE, CodeBlock, block_at, code_blocks, spl
 HEADINGS_FORMAT = 2  # bump when what `embed_text` prepends changes (2: titles from `##`-first pages)
 # bump when how a section is cut into chunk texts changes (1: a cut inside a code block closes the
 # block, and the next chunk reopens it with the same fence line; 2: a line break inside a wrapped
-# sentence is a worse cut than a sentence end); part of every chunk id
-CHUNK_FORMAT = 2
+# sentence is a worse cut than a sentence end; 3: sections and code blocks as CommonMark reads them,
+# markdown-it-py's parse: setext headings are headings); part of every chunk id
+CHUNK_FORMAT = 3
 
 
 @dataclass(frozen=True)
