@@ -4,6 +4,7 @@ command end to end on the tiny model."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -128,9 +129,16 @@ def test_answer_variants_are_the_answer_modes_and_the_whole_chunks_baseline():
     assert variants["default"] == AskSettings() and variants["generated"].answer == "generated"
     assert variants["default"].words == evidence.MAX_WORDS
     assert isinstance(variants["chunks"], rag_eval.WholeChunks)
-    for bad in ("poem", "extractive@noabstain"):
+    for bad in ("poem", "extractive@noabstain", "top_k=5", "speed=2", "rerank="):
         with pytest.raises(UniragError, match="unknown answer variant"):
             rag_eval.answer_variants(bad)
+    # settings changed from the default: the candidates a held-out choice is made among
+    changed = rag_eval.answer_variants("rerank=5,abstain=false+evidence_words=40,answer=both+evidence_words=none")
+    assert changed["rerank=5"] == replace(AskSettings(), rerank=5)
+    assert changed["abstain=false+evidence_words=40"] == replace(AskSettings(), abstain=False, evidence_words=40)
+    assert changed["answer=both+evidence_words=none"] == replace(AskSettings(), answer="both")
+    with pytest.raises(UniragError, match="--rerank must be 0"):
+        rag_eval.answer_variants("rerank=-1")
 
 
 def test_the_chunks_variant_generates_from_the_whole_chunks(tiny):
@@ -210,6 +218,13 @@ def test_eval_rag_command_on_tiny_model(tiny_model_dir, tmp_path, monkeypatch):
     first = record["per_question"][0]["answers"]
     assert first["extractive"]["answer"].startswith("“") and "answers" not in record["per_question"][1]
     assert "| extractive | 1 |" in answered.output
+    # a variant that ranks its own way (here: no rerank, dense) is answered from its own ranking
+    own = runner.invoke(eval_app, args + ["--answers", "1", "--answer-top-k", "1",
+                                          "--variants", "default,rerank=0+retrieval=dense", "--max-new-tokens", "8"])
+    assert own.exit_code == 0, own.output
+    scored = json.loads(out.read_text())["metrics"]["answers"]
+    assert list(scored) == ["default", "rerank=0+retrieval=dense"]
+    assert all(v["n_answers"] == 1 for v in scored.values())
 
 
 def test_reference_minilm_ranks_the_same_chunks(tiny_model_dir, tmp_path):

@@ -200,7 +200,8 @@ def rag(
                                                           "(default: each variant's own).")] = None,
     variants: Annotated[str, typer.Option(help="Answer variants to measure side by side, comma-separated: "
                                           "default, extractive, generated, both, chunks (generated from the whole "
-                                          "chunks, no evidence selection; unirag/evaluation/rag.py).")] = "default",
+                                          "chunks, no evidence selection), or AskSettings fields changed, joined by "
+                                          "'+' (rerank=5+abstain=false; unirag/evaluation/rag.py).")] = "default",
     data: DataOpt = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="JSON file for the metrics and every "
                                                    "question's ranking; a .md table is written beside it.")] = None,
@@ -276,6 +277,24 @@ def rag(
         output.write_text(json.dumps(record, indent=2), encoding="utf-8")
         output.with_suffix(".md").write_text(table, encoding="utf-8")
         typer.echo(f"unirag: results written to {output}", err=True)
+
+
+@eval_app.command("held-out")
+def held_out_command(
+    runs: Annotated[list[Path], typer.Argument(help="`unirag eval rag --answers N --variants ... -o FILE` results, "
+                                               "one per question set, all with the same variants.")],
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Markdown file for the table.")] = None,
+):
+    """Leave-one-set-out: each set scored with the variant chosen on the other sets, beside the default
+    and the best on the set itself (unirag/evaluation/held_out.py)."""
+    from unirag.evaluation.held_out import held_out, held_out_markdown, load_runs
+
+    table = held_out_markdown(held_out(load_runs(runs)))
+    typer.echo(table, nl=False)
+    if output is not None:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(table, encoding="utf-8")
+        typer.echo(f"unirag: table written to {output}", err=True)
 
 
 @eval_app.command("tsne")

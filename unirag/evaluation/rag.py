@@ -151,8 +151,10 @@ class WholeChunks:
 
 def answer_variants(names: str | Sequence[str]) -> dict[str, Any]:
     """Settings per variant name: "default" (what `ask` does), "extractive", "generated" (short,
-    from the evidence) and "both" (`AskSettings`), or "chunks" (`WholeChunks`)."""
-    from dataclasses import replace
+    from the evidence) and "both" (`AskSettings`), "chunks" (`WholeChunks`), or `AskSettings`
+    fields changed from the default, joined by "+" ("rerank=5", "abstain=false+evidence_words=40"):
+    the candidates a choice among settings is made from (`evaluation.held_out`)."""
+    from dataclasses import fields, replace
 
     from unirag.answer.ask import AskSettings
 
@@ -160,13 +162,36 @@ def answer_variants(names: str | Sequence[str]) -> dict[str, Any]:
     table = {"default": base, "extractive": replace(base, answer="extractive"),
              "generated": replace(base, answer="generated"), "both": replace(base, answer="both"),
              "chunks": WholeChunks()}
+    settable = {f.name for f in fields(AskSettings)} - {"top_k", "sources"}
     names = [n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)
     out = {}
     for name in filter(None, names):
-        if name not in table:
-            raise UniragError(f"unknown answer variant {name!r}; choose from {', '.join(table)}")
-        out[name] = table[name]
+        if name in table:
+            out[name] = table[name]
+            continue
+        changes = {}
+        for change in name.split("+"):
+            field, _, value = change.partition("=")
+            if field not in settable or not value:
+                raise UniragError(f"unknown answer variant {name!r}; choose from {', '.join(table)}, or "
+                                  f"FIELD=VALUE joined by '+' over {', '.join(sorted(settable))}")
+            changes[field] = _setting_value(getattr(base, field), value)
+        out[name] = replace(base, **changes)
     return out
+
+
+def _setting_value(default: Any, value: str) -> Any:
+    """A variant's FIELD=VALUE read as the field's type (its default's)."""
+    if isinstance(default, bool) or value.lower() in ("true", "false"):
+        if value.lower() not in ("true", "false"):
+            raise UniragError(f"expected true or false, not {value!r}")
+        return value.lower() == "true"
+    if value.lower() == "none":
+        return None
+    try:
+        return float(value) if isinstance(default, float) else int(value) if default is None or isinstance(default, int) else value
+    except ValueError:
+        return value
 
 
 def chunks_answer(model, question: str, hits, settings: WholeChunks):
@@ -191,9 +216,11 @@ def run_rag_eval(model, collection, questions: Sequence[Question], top_k: int = 
 
     The first `answers` questions are also answered from their top `answer_top_k` chunks by each
     of `variants` ({label: AskSettings or WholeChunks}, default: `ask`'s own settings) through
-    `ask.answer_hits`, the flow `ask` runs (`chunks_answer` for WholeChunks), and scored by `evaluation.answers` (keys, when the set has them) and
-    `score_answer` (citations). `retriever(question, top_k) -> hits`, if given, replaces
-    `retrieval.search.retrieve` (a reference encoder).
+    `ask.answer_hits`, the flow `ask` runs (`chunks_answer` for WholeChunks), and scored by
+    `evaluation.answers` (keys, when the set has them) and `score_answer` (citations). A variant
+    whose retrieval or rerank depth differs from `AskSettings()`'s is answered from its own
+    ranking; the others share the run's (`mode`, `rerank`). `retriever(question, top_k) -> hits`,
+    if given, replaces `retrieval.search.retrieve` (a reference encoder).
     """
     from dataclasses import replace
 
@@ -219,22 +246,30 @@ def run_rag_eval(model, collection, questions: Sequence[Question], top_k: int = 
                      "retrieved": [{"source": h.source, "heading": h.heading, "score": round(h.score, 4)}
                                    for h in hits]})
     metrics = aggregate(rows, latencies, depths)
-    variants = dict(variants or {"default": AskSettings()})
+    base = AskSettings()
+    variants = dict(variants or {"default": base})
     per_variant: dict[str, list[dict[str, Any]]] = {label: [] for label in variants}
     for q, row, hits in zip(tqdm(questions[:answers], desc="answer", unit="question", disable=not show_progress),
                             rows, rankings):
         top = hits[:answer_top_k] if answer_top_k <= top_k else ranked(q.question, answer_top_k)
-        row["answers"] = {}
+        own_rankings = {}  # (retrieval, rerank) -> the top chunks, for variants that retrieve their own way
         unmentioned = never_mentioned(collection, q.question)  # each variant's settings say if it abstains on them
         selected: dict[tuple, tuple[Any, float]] = {}  # (evidence, seconds) shared by variants that select alike
+        row["answers"] = {}
         for label, settings in variants.items():
             settings = replace(settings, top_k=answer_top_k)
+            shown = top
+            if isinstance(settings, AskSettings) and (settings.retrieval, settings.rerank) != (base.retrieval, base.rerank):
+                way = (settings.retrieval, settings.rerank)
+                if way not in own_rankings:
+                    own_rankings[way] = retrieve(model, collection, q.question, answer_top_k, *way)
+                shown = own_rankings[way]
             if isinstance(settings, WholeChunks):
                 t0 = time.perf_counter()
-                result = chunks_answer(model, q.question, top, settings)
+                result = chunks_answer(model, q.question, shown, settings)
             else:
-                key = (settings.words, settings.max_new_tokens)
-                shown, evidence, reused_s = selected.get(key, (top, None, 0.0))
+                key = (settings.words, settings.max_new_tokens, tuple(h.id for h in shown))
+                shown, evidence, reused_s = selected.get(key, (shown, None, 0.0))
                 t0 = time.perf_counter() - reused_s  # a variant that reuses the selection is timed with it
                 result = answer_hits(model, q.question, shown, settings, evidence=evidence, unmentioned=unmentioned)
                 selected.setdefault(key, (result.hits, result.evidence, result.evidence_s))
