@@ -199,8 +199,11 @@ def markdown_prose(text: str) -> str:
     def cut_next(span: list[int], what: str, spaces_before: bool = False) -> None:
         """Drop the next `what` of the paragraph (the one after the last dropped from it)."""
         at = text.find(what, max([starts[span[0]]] + [end for _, end in cuts]), starts[span[1]] - 1)
+        start = at
+        while spaces_before and start > 0 and text[start - 1] in " \t":
+            start -= 1
         if at >= 0:
-            cuts.append((len(text[:at].rstrip(" \t")) if spaces_before else at, at + len(what)))
+            cuts.append((start, at + len(what)))
 
     tokens, _ = parse(text)
     for i, token in enumerate(tokens):
