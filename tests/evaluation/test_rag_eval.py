@@ -139,6 +139,10 @@ def test_answer_variants_are_the_answer_modes_and_the_whole_chunks_baseline():
     assert changed["answer=both+evidence_words=none"] == replace(AskSettings(), answer="both")
     with pytest.raises(UniragError, match="--rerank must be 0"):
         rag_eval.answer_variants("rerank=-1")
+    for bad, message in (("rerank=five", "expected a number"), ("rerank=none", "expected a number"),
+                         ("abstain=maybe", "expected true or false")):
+        with pytest.raises(UniragError, match=message):
+            rag_eval.answer_variants(bad)
 
 
 def test_the_chunks_variant_generates_from_the_whole_chunks(tiny):

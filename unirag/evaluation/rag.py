@@ -186,12 +186,14 @@ def _setting_value(default: Any, value: str) -> Any:
         if value.lower() not in ("true", "false"):
             raise UniragError(f"expected true or false, not {value!r}")
         return value.lower() == "true"
-    if value.lower() == "none":
+    if value.lower() == "none" and default is None:
         return None
-    try:
-        return float(value) if isinstance(default, float) else int(value) if default is None or isinstance(default, int) else value
-    except ValueError:
+    if isinstance(default, str):
         return value
+    try:
+        return float(value) if isinstance(default, float) else int(value)
+    except ValueError:
+        raise UniragError(f"expected a number, not {value!r}") from None
 
 
 def chunks_answer(model, question: str, hits, settings: WholeChunks):
