@@ -22,7 +22,6 @@ from mdit_py_plugins.front_matter import front_matter_plugin
 from unirag.readers import includes
 from unirag.readers.base import Document, Reader, SourceFile, Skipped, Unreadable, decode, register
 
-HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)[ \t#]*$")  # an ATX heading line (what writers escape)
 _ATX_OPENING = re.compile(r"^ {0,3}#{1,6}(?:[ \t]|$)")  # a heading line, "#" alone (empty) too
 SETEXT_UNDERLINE = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")  # turns the line above it into a heading
 FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")  # a code fence line
@@ -198,7 +197,8 @@ def markdown_prose(text: str) -> str:
 
     def cut_next(span: list[int], what: str, spaces_before: bool = False) -> None:
         """Drop the next `what` of the paragraph (the one after the last dropped from it)."""
-        at = text.find(what, max([starts[span[0]]] + [end for _, end in cuts]), starts[span[1]] - 1)
+        # (cuts are made in the text's order: the last one ends where this search may start)
+        at = text.find(what, max(starts[span[0]], cuts[-1][1] if cuts else 0), starts[span[1]] - 1)
         start = at
         while spaces_before and start > 0 and text[start - 1] in " \t":
             start -= 1

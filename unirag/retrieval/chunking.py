@@ -81,7 +81,7 @@ def chunk_text(text: str, tokenizer, settings: ChunkSettings = ChunkSettings(), 
         at = text.find(body, at)
         heading = " > ".join(title for _, title in path)
         blocks = code_blocks(body) if markdown else []
-        for start, end, n_tokens in _windows(body, tokenizer, settings.chunk_size, settings.overlap):
+        for start, end, n_tokens in _windows(body, tokenizer, settings.chunk_size, settings.overlap, blocks):
             piece, n_tokens = _fenced(body, blocks, start, end, n_tokens, tokenizer)
             chunks.append(Chunk(piece, heading, len(chunks), n_tokens, at + start, at + end))
         at += len(body)
@@ -134,14 +134,15 @@ def _stripped(text: str, start: int, end: int) -> tuple[int, int]:
     return start + len(piece) - len(piece.lstrip()), end - len(piece) + len(piece.rstrip())
 
 
-def _windows(text: str, tokenizer, size: int, overlap: int) -> list[tuple[int, int, int]]:
+def _windows(text: str, tokenizer, size: int, overlap: int,
+             blocks: Sequence[CodeBlock] = ()) -> list[tuple[int, int, int]]:
     """Token windows over text, as (start, end, token count) with text[start:end] free of leading
-    and trailing whitespace; consecutive ones share `overlap` tokens."""
+    and trailing whitespace; consecutive ones share `overlap` tokens. `blocks`: the text's code
+    blocks (`code_blocks`), where a line break is a better cut than in wrapped prose."""
     offsets = _token_offsets(text, tokenizer)
     n = len(offsets)
     if n <= size:
         return [(*_stripped(text, 0, len(text)), n)] if text.strip() else []
-    blocks = code_blocks(text)
     pieces, start = [], 0
     while True:
         end = min(start + size, n)
