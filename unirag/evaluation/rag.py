@@ -182,7 +182,7 @@ def answer_variants(names: str | Sequence[str]) -> dict[str, Any]:
 
 def _setting_value(default: Any, value: str) -> Any:
     """A variant's FIELD=VALUE read as the field's type (its default's)."""
-    if isinstance(default, bool) or value.lower() in ("true", "false"):
+    if isinstance(default, bool):
         if value.lower() not in ("true", "false"):
             raise UniragError(f"expected true or false, not {value!r}")
         return value.lower() == "true"
