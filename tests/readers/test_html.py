@@ -5,11 +5,12 @@ marks, pages that ask not to be indexed."""
 from pathlib import Path
 
 import pytest
+from reader_skips import check_skip
 
 from unirag.readers.markdown import split_sections
 from unirag.answer.sentences import plain
 from unirag.readers.html import html_to_markdown
-from unirag.readers.registry import Skipped, SourceFile, parse
+from unirag.readers.registry import SourceFile
 from unirag.readers.rst import rst_to_markdown
 
 BODY = "<h2>2.1 Getting started</h2><p>Compile your program with -g first.</p>"
@@ -274,16 +275,8 @@ def test_html_drops_permalink_marks_but_keeps_other_links():
     ('<meta name="description" content="noindex pages explained">', False),
 ])
 def test_an_html_page_that_asks_not_to_be_indexed_is_skipped(head, skipped):
-    from unirag.readers.registry import READER_FORMATS, SKIPPED_FORMAT, reader_format
-
     data = f"<html><head>{head}</head><body><main><p>Every chapter again.</p></main></body></html>".encode()
-    file = SourceFile(Path("print.html"), "print.html", "html")
-    doc = parse(file, data)
-    assert isinstance(doc, Skipped) == skipped
-    if skipped:
-        assert "asks not to be indexed" in doc.reason
-    # only such pages are read anew (their old chunks dropped); every other page keeps its ids
-    assert reader_format(file, data) == (SKIPPED_FORMAT if skipped else READER_FORMATS["html"])
+    check_skip(SourceFile(Path("print.html"), "print.html", "html"), data, skipped, "asks not to be indexed")
 
 
 def test_html_code_blocks_stay_verbatim_and_fenced():

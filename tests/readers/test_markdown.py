@@ -6,9 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from reader_skips import check_skip
 
 from unirag.readers.markdown import markdown_title, split_sections
-from unirag.readers.registry import Skipped, SourceFile, parse
+from unirag.readers.registry import SourceFile, parse
 from unirag.retrieval.chunking import ChunkSettings, chunk_text, embed_text
 
 
@@ -77,16 +78,7 @@ def test_markdown_footnote_marks_are_dropped_outside_code_and_notes_kept():
     ("summary.md", "- [Install](install.md)\n", False),  # mdBook reads SUMMARY.md only
 ])
 def test_an_mdbook_summary_is_skipped(tmp_path, name, text, skipped):
-    from unirag.readers.registry import READER_FORMATS, SKIPPED_FORMAT, reader_format
-
-    file = SourceFile(tmp_path / name, f"src/{name}", "markdown")
-    data = text.encode()
-    doc = parse(file, data)
-    assert isinstance(doc, Skipped) == skipped
-    if skipped:
-        assert "table of contents" in doc.reason
-    # only such a file is read anew (its old chunks dropped); every other page keeps its ids
-    assert reader_format(file, data) == (SKIPPED_FORMAT if skipped else READER_FORMATS["markdown"])
+    check_skip(SourceFile(tmp_path / name, f"src/{name}", "markdown"), text.encode(), skipped, "table of contents")
 
 
 def test_sections_are_cut_where_commonmark_sees_headings():
