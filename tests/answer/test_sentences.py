@@ -17,6 +17,9 @@ def texts(text):
     ("Use e.g. this one. Next.", [("Use e.g. this one.", False), ("Next.", False)]),
     ("It runs slower (eg. 20 times), ie. less. Next.", [("It runs slower (eg. 20 times), ie. less.", False),
                                                         ("Next.", False)]),
+    # a paper's abbreviations end no sentence
+    ("As Cameron et al. (2008) show in Fig. 2, it fails. Next.",
+     [("As Cameron et al. (2008) show in Fig. 2, it fails.", False), ("Next.", False)]),
     # a period standing alone, or in a word that opens brackets closed later, ends no sentence
     ("A script run with . or source ends. Its key (M-. or M-_) too. (v2.) Next.",
      [("A script run with . or source ends.", False), ("Its key (M-. or M-_) too.", False), ("(v2.)", False),

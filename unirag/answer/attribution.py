@@ -23,8 +23,10 @@ WORD = re.compile(r"[A-Za-z][A-Za-z0-9_']+")
 # a sentence ends at . ! ? before white space, at a blank line, or before a list item or heading;
 # a single line break alone does not end one (models often hard-wrap their lines)
 SENTENCE_END = re.compile(r"[.!?]+(?=\s)|\n[ \t]*\n|\n(?=[ \t]*(?:[-*+] |\d+[.)] |#))")
-# text ending in an abbreviation's period ("e.g.", "etc.") or an ellipsis: no sentence ends there
-ABBREVIATION = re.compile(r"(?:\b(?:e\.g|i\.e|eg|ie|etc|vs|cf|Mr|Dr|No|approx)|\.\.)\.?$", re.IGNORECASE)
+# text ending in an abbreviation's period ("e.g.", "etc.", a paper's "et al.", "Fig.") or an
+# ellipsis: no sentence ends there
+ABBREVIATION = re.compile(r"(?:\b(?:e\.g|i\.e|eg|ie|etc|vs|cf|Mr|Dr|No|approx|al|Figs?|Eqs?|Sec|Ch|pp|Vol)|\.\.)\.?$",
+                          re.IGNORECASE)
 HOLD = "`.!? \t\n"  # trailing characters whose meaning the next piece decides
 LINE_START = re.compile(r"\n[ \t]*(?:[-*+]|\d+[.)]?|#+)?$")  # a new line that may yet be a list item
 FENCE = "```"
