@@ -240,3 +240,31 @@ def test_selection_replay_reference_judge_ranks_in_the_embeddings_place(tiny, tm
     expected = answer_hits(tiny, question.question, shown, settings, evidence=chosen,
                            unmentioned=entry["unmentioned"]).read()
     assert rows["extractive, minilm"][0]["answer"] == expected
+
+
+@pytest.mark.parametrize("kind, quoted", [
+    ("units", None),  # the default's own choice
+    ("pair", ["A loop repeats code. It stops at `break`."]),
+    ("para", ["A loop repeats code. It stops at `break`. The value after it is returned."]),
+    ("forward5", ["A loop repeats code."]),  # the window holds at most 5 words, its "[n]" counted
+    # the budget left goes to the other units in the default's order
+    ("pair+units", ["A loop repeats code. It stops at `break`.", "Dogs bark at night.",
+                    "The value after it is returned.", "Next paragraph here."]),
+])
+def test_window_trial_quotes_the_first_unit_offered_with_what_its_shape_takes(kind, quoted):
+    from unirag.answer import evidence
+    from unirag.retrieval.search import Hit
+
+    trial = load("window_trial")
+    hits = [Hit("a", 0.9, "A loop repeats code. It stops at `break`. The value after it is returned.\n\n"
+                "Next paragraph here.", "loops.md", ""),
+            Hit("b", 0.5, "Dogs bark at night.", "dogs.md", "")]
+    cands = evidence.candidates(hits)
+    n = len(cands)
+    # the first unit leads every ranking; the dog's sentence is next, and on topic
+    scores = {"likelihood": [float(n - k) if k else 99.0 for k in range(n)],
+              "embedding": [0.9 if k in (0, n - 1) else 0.5 for k in range(n)],
+              "answer": [1.0 if k == 0 else 0.5 if k == n - 1 else 0.0 for k in range(n)]}
+    chosen = trial.chooser(kind)(hits, cands, scores, 0.0, 54)
+    texts = [s.text for s in chosen.spans]
+    assert texts == (quoted if quoted is not None else [s.text for s in evidence.choose(hits, cands, scores, 0.0).spans])
