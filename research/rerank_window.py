@@ -32,7 +32,7 @@ def window(model, question: str, text: str, variant: str) -> str:
 
     if variant == "full":
         return text
-    n = int(variant.lstrip("headmatch"))
+    n = int(variant.removeprefix("head").removeprefix("match"))
     start = 0
     if variant.startswith("match"):
         units = split_units(text)
@@ -74,12 +74,12 @@ def main() -> None:
         seconds = {v: 0.0 for v in variants}
         for q in tqdm(load_questions(path), desc=name, unit="question"):
             hits = retrieve(model, collection, q.question, args.depth, "hybrid", 0)
+            by_id = {h.id: h for h in hits}
             for v in variants:
                 shown = [replace(h, text=window(model, q.question, h.text, v)) for h in hits]
                 started = time.perf_counter()
                 order = rerank(model, q.question, shown, args.depth)
                 seconds[v] += time.perf_counter() - started
-                by_id = {h.id: h for h in hits}
                 ranked = [by_id[h.id].source for h in order]
                 rows[v].append(score_ranking(ranked, q.files))
         results[name] = {}
