@@ -65,7 +65,7 @@ def test_collections_lists_and_deletes(ingested, tiny_model_dir, tmp_path):
     assert lines[0].startswith(f"unirag: 2 collections in {tmp_path / 'db'} (") and "on disk)" in lines[0]
     docs_line = next(line for line in lines if line.strip().startswith("docs "))
     chunks = chunk_counts(tmp_path / "db")
-    assert f"{sum(chunks.values())} chunks, 3 files, model {tiny_model_dir} (eos pooling), index " in docs_line
+    assert f"{sum(chunks.values())} chunks, 3 files, model {tiny_model_dir} (eos pooling, layer 2), index " in docs_line
     assert re.search(r"index \d+(\.\d)? [KM]?B", docs_line) and "index 0 B" not in docs_line
     assert any(line.strip().startswith("other ") and "1 chunk, 1 file," in line for line in lines)
     assert "chroma.sqlite3" in lines[-1]

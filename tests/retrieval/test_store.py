@@ -26,6 +26,27 @@ def test_other_model_is_refused(tiny, tmp_path):
         store.open_collection(store.connect(tmp_path / "db"), "docs", tiny)
 
 
+def test_a_collection_keeps_to_its_layer(tiny, tmp_path):
+    docs = write_docs(tmp_path / "docs")
+    collection = open_db(tiny, tmp_path / "db")
+    run_ingest(tiny, collection, docs, settings=SMALL)
+    assert collection.metadata[store.LAYER_KEY] == 2
+    tiny.embedding_layer = 1
+    for attempt in (lambda: run_retrieve(tiny, collection, "cat"),
+                    lambda: run_ingest(tiny, collection, docs, settings=SMALL)):
+        with pytest.raises(UniragError, match="read at layer 2 .* embeds at layer 1"):
+            attempt()
+
+
+def test_a_collection_without_a_layer_was_embedded_at_the_last(tiny, tmp_path):
+    collection = open_db(tiny, tmp_path / "db")
+    collection.modify(metadata={k: v for k, v in collection.metadata.items() if k != store.LAYER_KEY})
+    store.check_model(collection, tiny)
+    tiny.embedding_layer = 1
+    with pytest.raises(UniragError, match="read at layer 2"):
+        store.check_model(collection, tiny)
+
+
 def test_bad_collection_name_is_a_user_error(tiny, tmp_path):
     client = store.connect(tmp_path / "db")
     for name in ("t", "no spaces!"):  # chromadb's InvalidArgumentError, not a traceback

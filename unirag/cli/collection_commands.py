@@ -32,7 +32,8 @@ def describe(collection, index_bytes: int | None = None) -> str:
 
     meta = collection.metadata or {}
     model = meta.get(store.MODEL_KEY)
-    made = (f"model {model} ({meta.get(store.POOLING_KEY, 'eos')} pooling)" if model
+    layer = f", layer {meta[store.LAYER_KEY]}" if store.LAYER_KEY in meta else ""
+    made = (f"model {model} ({meta.get(store.POOLING_KEY, 'eos')} pooling{layer})" if model
             else "not made by unirag (no model recorded)")
     size = f", index {_size(index_bytes)}" if index_bytes is not None else ""
     return (f"{_plural(collection.count(), 'chunk')}, {_plural(store.files(collection), 'file')}, "

@@ -6,13 +6,16 @@ kept in f32, every other matrix in the chosen type. Tokenizer metadata is copied
 GGUF the model came from when there is one (the registry models), so llama.cpp tokenizes exactly
 as before; otherwise it is rebuilt from the Hugging Face tokenizer (byte-level BPE only).
 
-The embedding a served file gives is the same as unirag's: the last layer's state after the final
-norm at an appended EOS token (llama.cpp: `--pooling last`, with the EOS token at the end).
+The embedding a served file gives is the same as unirag's where the model embeds at its last layer
+(the default): that layer's state after the final norm at an appended EOS token (llama.cpp:
+`--pooling last`, with the EOS token at the end). llama.cpp has no pooling at an earlier layer, so
+for an adapter whose record names one the file's embeddings differ from unirag's; it says so.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import tempfile
 from pathlib import Path
@@ -25,6 +28,7 @@ GGUF_TYPES = ("f16", "bf16", "q8_0", "f32")
 MODEL_KEY = "unirag.model"  # base model + adapter digest, as UniModel names it
 POOLING_KEY = "unirag.model.pooling"  # read by nothing in llama.cpp; says how to embed with this file
 COPIED_PREFIXES = ("tokenizer.", "general.")  # from a source GGUF; model shape always comes from the config
+log = logging.getLogger("unirag")
 NOT_COPIED = {"general.file_type", "general.quantization_version", "general.architecture"}
 
 
@@ -188,7 +192,7 @@ def export_gguf(uni, out_file: str | Path, kind: str = "f16", source_gguf: Path 
         writer.add_file_type(_file_type(kind))
         writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
         writer.add_string(MODEL_KEY, uni.name)
-        writer.add_string(POOLING_KEY, f"last: the final-norm state at an appended {uni.tokenizer.eos_token}")
+        writer.add_string(POOLING_KEY, _pooling_note(uni))
         for name, data in _tensors(uni.model, config):
             # Like llama.cpp's converter: 1-D tensors (norms) stay f32, and q8_0 needs rows that
             # are whole 32-value blocks; a matrix that isn't stays f16.
@@ -213,3 +217,14 @@ def export_gguf(uni, out_file: str | Path, kind: str = "f16", source_gguf: Path 
         if os.path.exists(tmp):
             os.unlink(tmp)
     return out_file
+
+
+def _pooling_note(uni) -> str:
+    """How to embed with the file, as unirag does."""
+    note = f"last: the final-norm state at an appended {uni.tokenizer.eos_token}"
+    layers = uni.model.config.num_hidden_layers
+    if uni.embedding_layer == layers:
+        return note
+    log.warning("this model embeds at layer %d of %d; llama.cpp's pooling reads the last layer, so the "
+                "GGUF file's embeddings are not unirag's", uni.embedding_layer, layers)
+    return f"{note}, read after layer {uni.embedding_layer} of {layers} (not llama.cpp's last-layer pooling)"

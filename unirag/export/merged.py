@@ -17,8 +17,8 @@ This folder is a plain Hugging Face causal LM (safetensors) with a unirag adapte
 
 - Generation: any engine that runs Llama models (transformers, vLLM, TGI) generates with it as
   with the base model; for llama.cpp, `unirag export --gguf FILE` writes a GGUF file.
-- Embeddings: append the tokenizer's EOS token (`{eos}`) to the text and take the last layer's
-  hidden state (after the final norm) at that position; L2-normalise. Engines with last-token
+- Embeddings: append the tokenizer's EOS token (`{eos}`) to the text and take the hidden state
+  of {layer} (after the final norm) at that position; L2-normalise. Engines with last-token
   pooling do exactly this when the EOS is appended, e.g. vLLM's pooling runner with
   `--runner pooling` and a `LAST` pooling type, normalised.
 - `unirag.json` records how the adapter was trained (pooling, mask token, recipe, data).
@@ -41,10 +41,18 @@ def export_merged(uni, out_dir: str | Path) -> Path:
         uni.model.save_pretrained(tmp, safe_serialization=True)
         uni.tokenizer.save_pretrained(tmp)
         (tmp / UNIRAG_JSON).write_text(json.dumps({**uni.info, "merged_from": uni.name}, indent=2))
-        (tmp / "SERVING.md").write_text(SERVING_NOTE.format(eos=uni.tokenizer.eos_token))
+        (tmp / "SERVING.md").write_text(SERVING_NOTE.format(eos=uni.tokenizer.eos_token, layer=_layer_words(uni)))
         if out_dir.exists():
             out_dir.rmdir()
         os.replace(tmp, out_dir)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out_dir
+
+
+def _layer_words(uni) -> str:
+    layers = uni.model.config.num_hidden_layers
+    if uni.embedding_layer == layers:
+        return "the last layer"
+    return (f"layer {uni.embedding_layer} of {layers} (`embedding_layer` in unirag.json; last-token "
+            "pooling in a serving engine reads the last layer instead)")

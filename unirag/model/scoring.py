@@ -26,11 +26,11 @@ Pair = tuple[list[int], list[int]]  # (context token ids, continuation token ids
 
 def _states_and_logits(model: Any, ids: torch.Tensor, attention: torch.Tensor, rows: torch.Tensor,
                        positions: torch.Tensor, cache: Any = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """(last-layer states of every position, float32 logits at the (row, position) pairs only)."""
+    """(embedding-layer states of every position, float32 logits at the (row, position) pairs only)."""
     lm_head = model.model.get_output_embeddings()
     with model.forward_context():
-        states = model.hidden_states(ids.to(model.device), attention.to(model.device), cache)
-        logits = lm_head(states[rows.to(model.device), positions.to(model.device)])
+        states, last = model.embedding_and_last_states(ids.to(model.device), attention.to(model.device), cache)
+        logits = lm_head(last[rows.to(model.device), positions.to(model.device)])
     return states, logits.float().cpu()
 
 
@@ -40,7 +40,11 @@ def logits_at(model: Any, ids: torch.Tensor, attention: torch.Tensor,
 
     With a `cache` (keys and values of earlier positions, one row per batch row), `ids` continue
     it and `attention` covers the cached positions too; `positions` index `ids`."""
-    return _states_and_logits(model, ids, attention, rows, positions, cache)[1]
+    lm_head = model.model.get_output_embeddings()
+    with model.forward_context():
+        states = model.hidden_states(ids.to(model.device), attention.to(model.device), cache)
+        logits = lm_head(states[rows.to(model.device), positions.to(model.device)])
+    return logits.float().cpu()
 
 
 def _token_logprobs(logits: torch.Tensor, tokens: Sequence[int]) -> torch.Tensor:

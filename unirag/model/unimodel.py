@@ -50,6 +50,16 @@ log = logging.getLogger("unirag")
 Messages = list[dict[str, str]]
 
 
+def embedding_layer_of(info: dict, num_layers: int, name: str = "the model") -> int:
+    """The decoder layer a model embeds at: its record's `embedding_layer` (1..num_layers), else the
+    last."""
+    layer = info.get("embedding_layer", num_layers)
+    if isinstance(layer, bool) or not isinstance(layer, int) or not 1 <= layer <= num_layers:
+        raise UniragError(f"the record of {name} gives embedding_layer {layer!r}; it must be a whole "
+                          f"number from 1 to {num_layers} (the model's layers)")
+    return layer
+
+
 class UniModel:
     """A decoder-only LLM serving sentence embeddings and text generation from one module."""
 
@@ -69,6 +79,9 @@ class UniModel:
         # embed()'s default padded size of a batch (settable, e.g. to measure another)
         self.embed_batch_tokens = EMBED_BATCH_TOKENS.get(self.device.type, DEFAULT_EMBED_BATCH_TOKENS)
         self.default_pooling = self.info.get("pooling", "eos")
+        # the decoder layer whose output (through the final norm) embeds: the adapter record's
+        # `embedding_layer`, else the last. A pass that only embeds stops there.
+        self.embedding_layer = embedding_layer_of(self.info, model.config.num_hidden_layers, name)
         # text retrieval embeds before a question: the cue a `pairs` adapter was trained with
         self.query_prefix: str = self.info.get("query_prefix", "")
         # what "eos" pooling appends: the EOS token, or a GEM adapter's summary token(s)
@@ -261,13 +274,19 @@ class UniModel:
 
     def _embed_batch(self, items: list[Encoded], cache=None) -> np.ndarray:
         """Right-pad (a text embeds the same alone or batched, up to rounding:
-        `pooling.padded_batch`), run the decoder stack without the LM head, pool each row's own slice.
+        `pooling.padded_batch`), run the decoder stack without the LM head up to the embedding
+        layer, pool each row's own slice.
 
-        A `cache` (one row only) is filled with the pass's keys and values.
+        A `cache` (one row only) is filled with the keys and values of every layer: generation
+        reuses it, so that pass runs the whole stack.
         """
         ids, attention, pool = padded_batch(items, self._pad_id)
+        ids, attention = ids.to(self.device), attention.to(self.device)
         with self._lock, torch.inference_mode(), self._autocast():
-            states = self.hidden_states(ids.to(self.device), attention.to(self.device), cache)
+            if cache is None:
+                states = self.hidden_states(ids, attention, layers=self.embedding_layer)
+            else:
+                states, _ = self.embedding_and_last_states(ids, attention, cache)
         return pooled(states, pool)
 
     @property
@@ -276,13 +295,44 @@ class UniModel:
         model = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
         return model.base_model
 
-    def hidden_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, cache=None) -> torch.Tensor:
-        """Last-layer hidden states (after the final norm) from the decoder, skipping the LM head.
+    def hidden_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, cache=None,
+                      layers: int | None = None) -> torch.Tensor:
+        """Hidden states (after the final norm) from the decoder, skipping the LM head: of the last
+        layer, or with `layers`, of that many first layers (the rest do not run).
 
         No KV cache is built unless one is passed (transformers would otherwise make one).
         """
-        return self.decoder(input_ids=input_ids, attention_mask=attention_mask, **{self._cache_keyword: cache},
-                            use_cache=cache is not None).last_hidden_state
+        decoder = self.decoder
+        run = functools.partial(decoder, input_ids=input_ids, attention_mask=attention_mask,
+                                use_cache=cache is not None, **{self._cache_keyword: cache})
+        if layers is None or layers >= self.model.config.num_hidden_layers:
+            return run().last_hidden_state
+        stack = decoder.layers
+        decoder.layers = stack[:layers]  # the same modules: the forward loops over those there are
+        try:
+            return run().last_hidden_state
+        finally:
+            decoder.layers = stack
+
+    def embedding_and_last_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                                  cache=None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(states at the embedding layer, last-layer states), both through the final norm, from one
+        pass over the whole stack: for a pass that embeds and also scores or fills a cache."""
+        if self.embedding_layer == self.model.config.num_hidden_layers:
+            states = self.hidden_states(input_ids, attention_mask, cache)
+            return states, states
+        kept: list[torch.Tensor] = []
+        decoder = self.decoder
+
+        def keep(_module, _inputs, output):
+            kept.append(output[0] if isinstance(output, tuple) else output)
+
+        hook = decoder.layers[self.embedding_layer - 1].register_forward_hook(keep)
+        try:
+            last = self.hidden_states(input_ids, attention_mask, cache)
+        finally:
+            hook.remove()
+        return decoder.norm(kept[0]), last
 
     @functools.cached_property
     def _cache_keyword(self) -> str:

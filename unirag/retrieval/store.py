@@ -2,8 +2,8 @@
 
 A collection is created with cosine space (`configuration={"hnsw": {"space": "cosine"}}`, the
 chromadb 1.x form) and no embedding function: unirag always passes its own vectors. Its
-metadata records which model (name includes the adapter), pooling and dimension made the
-vectors, set once at creation, so a query or an ingest with another model is refused instead of
+metadata records which model (name includes the adapter), pooling, embedding layer and dimension
+made the vectors, set once at creation, so a query or an ingest with another model is refused instead of
 silently comparing vectors from different spaces.
 """
 
@@ -19,6 +19,8 @@ from unirag.errors import UniragError
 
 DEFAULT_DB = Path(".unirag") / "chroma"
 MODEL_KEY, POOLING_KEY, DIM_KEY, FORMAT_KEY = "unirag_model", "unirag_pooling", "unirag_dim", "unirag_format"
+# the decoder layer the vectors were read at; a collection without it was embedded at the last
+LAYER_KEY = "unirag_layer"
 FORMAT = 1  # bump when the chunk id / metadata layout changes
 # a fresh random value an ingest writes whenever it changes the collection's chunks: what the
 # BM25 index of those chunks is keyed by (retrieval/lexical.py), instead of a scan of every id
@@ -113,7 +115,12 @@ def damaged(path: Path, err) -> str:
 def model_record(model, pooling: str | None = None) -> dict:
     """What a collection remembers about the model that made its vectors."""
     return {MODEL_KEY: model.name, POOLING_KEY: pooling or model.default_pooling,
-            DIM_KEY: int(model.model.config.hidden_size), FORMAT_KEY: FORMAT}
+            LAYER_KEY: model.embedding_layer, DIM_KEY: int(model.model.config.hidden_size), FORMAT_KEY: FORMAT}
+
+
+def collection_layer(collection, model) -> int:
+    """The decoder layer a collection's vectors were read at (the last of `model`'s where unrecorded)."""
+    return int((collection.metadata or {}).get(LAYER_KEY, model.model.config.num_hidden_layers))
 
 
 def open_collection(client, name: str, model=None, *, create: bool = False):
@@ -152,6 +159,12 @@ def check_model(collection, model) -> None:
             f"collection {collection.name!r} holds vectors from model {stored!r}, but the loaded model is "
             f"{model.name!r}; load the same --model/--adapter, use another --collection, or rebuild it "
             "with `unirag ingest --reset`")
+    layer = collection_layer(collection, model)
+    if layer != model.embedding_layer:
+        raise UniragError(
+            f"collection {collection.name!r} holds vectors read at layer {layer} of {stored!r}, but the "
+            f"loaded model embeds at layer {model.embedding_layer} (its adapter record's embedding_layer); "
+            "load the adapter the collection was made with, or rebuild it with `unirag ingest --reset`")
     if meta.get(FORMAT_KEY) != FORMAT:
         raise UniragError(f"collection {collection.name!r} uses an older unirag layout; rebuild it with "
                           "`unirag ingest --reset`")
