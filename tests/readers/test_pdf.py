@@ -221,6 +221,20 @@ def test_ligatures_are_read_as_their_letters():
     assert text == "The first flag of the ffce ffice:\na difficult file, baffled."
 
 
+@pytest.mark.parametrize("lines, expected", [
+    # T1 (Cork), the encoding of `\\usepackage[T1]{fontenc}`: ligatures at 0x1B-0x1F, quotes, dashes
+    (["The \x1crst e\x1bect of a \x1ct,", "\x10quoted\x11 \x15 \x1e\x1dow \x1f."],
+     "The first effect of a fit,\n\u201cquoted\u201d \u2013 ffiflow ffl."),
+    # OT1, TeX's default: ligatures at 0x0B-0x0F, and 0x1C is a letter there
+    (["To de\x0cne the di\x0berence, \x0e\x0d\x0f: \x1c."], "To define the difference, ffiflffl: \u00f8."),
+    # no ligature codes at all: nothing says which encoding, so nothing is read into them
+    (["A \x10 and \x15 alone."], "A \x10 and \x15 alone."),
+])
+def test_tex_fonts_control_character_codes_are_read_as_their_glyphs(lines, expected):
+    text, _ = pdf_to_markdown(make_pdf([body(*lines)]))
+    assert text == expected
+
+
 def test_running_headers_that_alternate_on_left_and_right_pages_are_dropped():
     """A book set two-sided: "12 CHAPTER 2. NAME" on the left pages, "2.1. SECTION 13" on the
     right ones, so that the page before and after have the other one."""

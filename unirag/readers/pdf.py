@@ -19,7 +19,8 @@ So:
   and the next begins in lower case), as is a listing (code, below) the page break cut;
 - a word hyphenated at a line's end between two lower-case letters is joined, unless the
   document's own words say it is a hyphenated compound (`_unbroken`);
-- a ligature (U+FB00-FB06: "ﬁ") is read as its letters ("fi");
+- a ligature (U+FB00-FB06: "ﬁ") is read as its letters ("fi"), and so are the ligatures, quotes
+  and dashes a TeX font without a map to Unicode leaves as control characters (`_tex_codes`);
 - a line set in type larger than the body text's (the size most of the characters are set in) is
   a heading, at a level given by its size among the headings' sizes. Sentences set large (ending
   in punctuation) are not headings, nor are three or more lines in a row set in one larger size
@@ -75,8 +76,26 @@ MIN_COMPOUND_PART = 4  # letters in each part of a hyphenated compound told by i
 # the typographic ligatures (ﬀ ﬁ ﬂ ﬃ ﬄ ﬅ ﬆ) that TeX's fonts set as one glyph and pypdf returns as
 # one character: "ﬁle" is no "file" to BM25, nor to the tokenizer
 _LIGATURES = {code: unicodedata.normalize("NFKC", chr(code)) for code in range(0xFB00, 0xFB07)}
+# TeX's 8-bit text fonts set ligatures, quotes and dashes at the codes of control characters: T1
+# (`\usepackage[T1]{fontenc}`) and OT1 (TeX's default). A font embedded without a map from its
+# codes to Unicode (dvips' bitmap Type 3 fonts, a Type 1 font's built-in encoding) leaves pypdf
+# those codes, so "first" reads "\x1crst" and a search for "first" misses it.
+_T1 = {0x10: "\u201c", 0x11: "\u201d", 0x12: "\u201e", 0x13: "\u00ab", 0x14: "\u00bb", 0x15: "\u2013",
+       0x16: "\u2014", 0x17: "", 0x19: "i", 0x1A: "j", 0x1B: "ff", 0x1C: "fi", 0x1D: "fl", 0x1E: "ffi", 0x1F: "ffl"}
+_OT1 = {0x0B: "ff", 0x0C: "fi", 0x0D: "fl", 0x0E: "ffi", 0x0F: "ffl", 0x10: "i", 0x11: "j", 0x19: "\u00df",
+        0x1A: "\u00e6", 0x1B: "\u0153", 0x1C: "\u00f8", 0x1D: "\u00c6", 0x1E: "\u0152", 0x1F: "\u00d8"}
 # a document title that names no subject: the file it was made from ("Microsoft Word - notes.docx")
 _NO_TITLE = re.compile(r"^(?:microsoft \w+ - |untitled$)|\.(?:docx?|odt|rtf|tex|dvi|ps|pdf|indd|txt)$", re.IGNORECASE)
+
+
+def _tex_codes(text: str) -> dict[int, str]:
+    """The code table of TeX's fonts to read `text`'s control characters with: T1's where the text
+    has more of its ligature codes (0x1B-0x1F) than of OT1's (0x0B-0x0F), OT1's where it has fewer,
+    none where it has neither (no text has control characters, so these are a TeX font's glyphs;
+    a document of one encoding has its ligatures on almost every page)."""
+    t1 = sum(text.count(chr(code)) for code in range(0x1B, 0x20))
+    ot1 = sum(text.count(chr(code)) for code in range(0x0B, 0x10))
+    return _T1 if t1 > ot1 else _OT1 if ot1 else {}
 
 
 def _collapse(text: str) -> str:
@@ -104,10 +123,10 @@ def _page(page) -> tuple[list[str], list[tuple[float, str]], list[tuple[float | 
     def visit(text, cm, tm, font, size):
         # the size on the page: the font size scaled by the text and current matrices
         scale = math.hypot(tm[2], tm[3]) * math.hypot(cm[2], cm[3])
-        placed.append((round(float(size or 0) * scale, 1), text.translate(_LIGATURES),
+        placed.append((round(float(size or 0) * scale, 1), text,
                        float(tm[4] * cm[1] + tm[5] * cm[3] + cm[5]), _monospace(font)))
 
-    text = (page.extract_text(visitor_text=visit) or "").translate(_LIGATURES)
+    text = page.extract_text(visitor_text=visit) or ""
     lines = [line.rstrip() for line in text.split("\n")]
     pieces = [(size, piece) for size, piece, _, _ in placed]
     if "".join(piece for _, piece in pieces) != text:
@@ -300,6 +319,9 @@ def read_pdf_pages(data: bytes) -> tuple[str, str, tuple[int, ...]]:
 
     reader = PdfReader(io.BytesIO(data))
     read = [_page(page) for page in reader.pages]
+    letters = {**_LIGATURES, **_tex_codes("".join(line for lines, _, _ in read for line in lines))}
+    read = [([line.translate(letters) for line in lines], [(size, piece.translate(letters)) for size, piece in pieces],
+             layout) for lines, pieces, layout in read]
     body = body_size([pieces for _, pieces, _ in read])
     page_headings = [heading_sizes(pieces, body) for _, pieces, _ in read]
     sizes = sorted({size for found in page_headings for size in found.values()}, reverse=True)
@@ -409,5 +431,5 @@ def read_pdf(file: SourceFile, data: bytes) -> Document | Skipped:
 # found by their spacing, monospace lines fenced as code; 3: ligatures read as their letters, a
 # hyphenated compound broken at a line's end kept whole (`_unbroken`), and each chunk's pages
 # recorded (so chunks stored before pages were are read again); 4: a line of "=" or "-" escaped, which
-# CommonMark would read as the underline of a heading
-READER = register(Reader("pdf", (".pdf",), 4, read_pdf))
+# CommonMark would read as the underline of a heading; 5: TeX fonts' control-character codes read
+READER = register(Reader("pdf", (".pdf",), 5, read_pdf))
