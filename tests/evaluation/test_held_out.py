@@ -62,6 +62,22 @@ def test_bad_inputs_are_one_line_errors(tmp_path, three_sets):
         load_runs([three_sets[0], three_sets[0]])
 
 
+def test_a_labelled_run_joins_its_sets_variants(tmp_path, three_sets):
+    other = [run(tmp_path / f"{name}-l.json", name, {"default": share, "tuned": 0.0})
+             for name, share in (("rust", 0.5), ("pydocs", 0.6), ("pdf", 0.1))]
+    runs = load_runs([*three_sets, *(f"layer29={path}" for path in other)])
+    assert list(runs["rust"]["metrics"]["answers"]) == ["default", "tuned", "other", "layer29", "layer29/tuned"]
+    rows = {r.name: r for r in held_out(runs)}
+    # pdf: chosen on rust + pydocs, where layer29 (0.55) beats every unlabelled variant
+    assert (rows["pdf"].chosen, rows["pdf"].held_out) == ("layer29", 0.1)
+    with pytest.raises(UniragError, match="no unlabelled run of the set 'rust'"):
+        load_runs([*three_sets[1:], f"layer29={other[0]}"])
+    with pytest.raises(UniragError, match="variants .* differ"):
+        load_runs([*three_sets, f"layer29={other[0]}"])
+    with pytest.raises(UniragError, match="has a variant 'x' already"):
+        load_runs([*three_sets, f"x={other[0]}", f"x={other[0]}"])
+
+
 def test_eval_held_out_command_prints_and_writes_the_table(three_sets, tmp_path):
     out = tmp_path / "held_out.md"
     result = CliRunner().invoke(eval_app, ["held-out", *map(str, three_sets), "--output", str(out)])

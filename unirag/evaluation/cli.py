@@ -281,8 +281,10 @@ def rag(
 
 @eval_app.command("held-out")
 def held_out_command(
-    runs: Annotated[list[Path], typer.Argument(help="`unirag eval rag --answers N --variants ... -o FILE` results, "
-                                               "one per question set, all with the same variants.")],
+    runs: Annotated[list[str], typer.Argument(help="`unirag eval rag --answers N --variants ... -o FILE` results, "
+                                              "one per question set, all with the same variants; LABEL=FILE adds "
+                                              "a run of other settings (another adapter or collection) to its "
+                                              "set's variants as LABEL.")],
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Markdown file for the table.")] = None,
 ):
     """Leave-one-set-out: each set scored with the variant chosen on the other sets, beside the default

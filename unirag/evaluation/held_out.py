@@ -1,7 +1,8 @@
 """Leave-one-set-out: a setting chosen on some question sets, scored on the set it was not chosen on.
 
 The input is one `unirag eval rag --answers N --variants ... -o RUN.json` per question set, each
-answering the same candidate variants (`rag.answer_variants`). For each set, the candidate with
+answering the same candidate variants (`rag.answer_variants`), and for settings the variants cannot express
+(another adapter, embedding layer or collection) a labelled run per set (`load_runs`). For each set, the candidate with
 the most right answers over the *other* sets (their mean share, so that every set weighs alike;
 a tie goes to the one listed first, "default" first of all) is its held-out choice, and that
 candidate's right answers on the set itself are its held-out figure. The in-set figure is the
@@ -37,25 +38,51 @@ class SetResult:
     abstained: float      # default settings
 
 
+def _read_run(path: Path) -> tuple[str, dict]:
+    """(the run's set name: its question file's stem, the run's JSON)."""
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        record["metrics"]["answers"].items()
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        raise UniragError(f"{path}: not a `unirag eval rag --answers N -o FILE` result") from None
+    return Path(record.get("questions", path.stem)).stem, record
+
+
 def load_runs(paths: Sequence[str | Path]) -> dict[str, dict]:
     """{set name (the question file's stem): the run's JSON}; every run must answer the same
-    variants over at least one question."""
+    variants over at least one question.
+
+    A path given as LABEL=PATH is a run of a set given unlabelled too, with other settings the
+    variants cannot express (another adapter, embedding layer or collection): its variants join
+    that set's, named LABEL (its default) and LABEL/VARIANT."""
     runs: dict[str, dict] = {}
-    for path in paths:
-        path = Path(path)
-        try:
-            record = json.loads(path.read_text(encoding="utf-8"))
-            answers = record["metrics"]["answers"]
-        except (OSError, ValueError, KeyError, TypeError):
-            raise UniragError(f"{path}: not a `unirag eval rag --answers N -o FILE` result") from None
-        name = Path(record.get("questions", path.stem)).stem
+    labelled: list[tuple[str, Path]] = []
+    for given in paths:
+        label, sep, rest = str(given).partition("=")
+        if sep and label and "/" not in label:
+            labelled.append((label, Path(rest)))
+            continue
+        name, record = _read_run(Path(given))
         if name in runs:
-            raise UniragError(f"{path}: the set {name!r} is given twice")
+            raise UniragError(f"{given}: the set {name!r} is given twice")
         runs[name] = record
-        if set(answers) != set(next(iter(runs.values()))["metrics"]["answers"]):
-            raise UniragError(f"{path}: its variants ({', '.join(answers)}) differ from the first run's")
+    for label, path in labelled:
+        name, record = _read_run(path)
+        if name not in runs:
+            raise UniragError(f"{label}={path}: no unlabelled run of the set {name!r} to join")
+        answers = runs[name]["metrics"]["answers"]
+        for variant, metrics in record["metrics"]["answers"].items():
+            joined = label if variant == "default" else f"{label}/{variant}"
+            if joined in answers:
+                raise UniragError(f"{label}={path}: the set {name!r} has a variant {joined!r} already")
+            answers[joined] = metrics
     if len(runs) < 2:
         raise UniragError("leave-one-set-out needs runs over at least two question sets")
+    first = next(iter(runs.values()))["metrics"]["answers"]
+    for name, run in runs.items():
+        if set(run["metrics"]["answers"]) != set(first):
+            raise UniragError(f"the set {name!r}: its variants ({', '.join(run['metrics']['answers'])}) differ "
+                              "from the first run's")
     return runs
 
 
