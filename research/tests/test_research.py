@@ -268,3 +268,19 @@ def test_window_trial_quotes_the_first_unit_offered_with_what_its_shape_takes(ki
     chosen = trial.chooser(kind)(hits, cands, scores, 0.0, 54)
     texts = [s.text for s in chosen.spans]
     assert texts == (quoted if quoted is not None else [s.text for s in evidence.choose(hits, cands, scores, 0.0).spans])
+
+
+def test_int8_scoring_multiplies_many_rows_on_int8_copies_while_active(tiny):
+    int8_scoring = load("int8_scoring")
+    import torch
+
+    linear = tiny.decoder.layers[0].mlp.up_proj
+    x = torch.randn(int8_scoring.MIN_ROWS, linear.in_features)
+    exact = linear(x)
+    w8a8 = int8_scoring.W8A8(tiny.decoder)
+    assert torch.equal(linear(x), exact)  # inactive: the module's own weights
+    with w8a8.active():
+        close = linear(x)
+        assert torch.equal(linear(x[:4]), exact[:4])  # a few rows (a decode step): its own weights too
+    assert not torch.equal(close, exact)
+    assert float((close - exact).norm() / exact.norm()) < 0.02
