@@ -223,8 +223,8 @@ def test_ligatures_are_read_as_their_letters():
 
 @pytest.mark.parametrize("lines, expected", [
     # T1 (Cork), the encoding of `\\usepackage[T1]{fontenc}`: ligatures at 0x1B-0x1F, quotes, dashes
-    (["The \x1crst e\x1bect of a \x1ct,", "\x10quoted\x11 \x15 \x1e\x1dow \x1f."],
-     "The first effect of a fit,\n\u201cquoted\u201d \u2013 ffiflow ffl."),
+    (["The \x1crst e\x1bect of a \x1ct,", "\x10quoted\x11 \x15 \x1e\x1dow \x1f.", "ending in a ligature: \x1c"],
+     "The first effect of a fit,\n\u201cquoted\u201d \u2013 ffiflow ffl.\nending in a ligature: fi"),
     # OT1, TeX's default: ligatures at 0x0B-0x0F, and 0x1C is a letter there
     (["To de\x0cne the di\x0berence, \x0e\x0d\x0f: \x1c."], "To define the difference, ffiflffl: \u00f8."),
     # no ligature codes at all: nothing says which encoding, so nothing is read into them

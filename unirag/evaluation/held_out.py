@@ -3,11 +3,12 @@
 The input is one `unirag eval rag --answers N --variants ... -o RUN.json` per question set, each
 answering the same candidate variants (`rag.answer_variants`), and for settings the variants
 cannot express (another adapter, embedding layer or collection) a labelled run per set
-(`load_runs`). For each set, the candidate with the most right answers over the *other* sets (their mean share, so that every set weighs alike;
-a tie goes to the one listed first, "default" first of all) is its held-out choice, and that
-candidate's right answers on the set itself are its held-out figure. The in-set figure is the
-best candidate's on the set itself: what tuning on the set being scored would report. The gap
-between the two is what a rule chosen on its own sets does not carry over.
+(`load_runs`). For each set, the candidate with the most right answers over the *other* sets
+(their mean share, so that every set weighs alike; a tie goes to the one listed first, "default"
+first of all) is its held-out choice, and that candidate's right answers on the set itself are
+its held-out figure. The in-set figure is the best candidate's on the set itself: what tuning on
+the set being scored would report. The gap between the two is what a rule chosen on its own sets
+does not carry over.
 
 Public API: ``load_runs``, ``held_out``, ``held_out_markdown``.
 """

@@ -127,7 +127,7 @@ def _page(page) -> tuple[list[str], list[tuple[float, str]], list[tuple[float | 
                        float(tm[4] * cm[1] + tm[5] * cm[3] + cm[5]), _monospace(font)))
 
     text = page.extract_text(visitor_text=visit) or ""
-    lines = [line.rstrip() for line in text.split("\n")]
+    lines = text.split("\n")  # right-stripped once read (`read_pdf_pages`): "\x1c" is whitespace to Python
     pieces = [(size, piece) for size, piece, _, _ in placed]
     if "".join(piece for _, piece in pieces) != text:
         return lines, pieces, [(None, False)] * len(lines)
@@ -320,8 +320,8 @@ def read_pdf_pages(data: bytes) -> tuple[str, str, tuple[int, ...]]:
     reader = PdfReader(io.BytesIO(data))
     read = [_page(page) for page in reader.pages]
     letters = {**_LIGATURES, **_tex_codes("".join(line for lines, _, _ in read for line in lines))}
-    read = [([line.translate(letters) for line in lines], [(size, piece.translate(letters)) for size, piece in pieces],
-             layout) for lines, pieces, layout in read]
+    read = [([line.translate(letters).rstrip() for line in lines],
+             [(size, piece.translate(letters)) for size, piece in pieces], layout) for lines, pieces, layout in read]
     body = body_size([pieces for _, pieces, _ in read])
     page_headings = [heading_sizes(pieces, body) for _, pieces, _ in read]
     sizes = sorted({size for found in page_headings for size in found.values()}, reverse=True)
