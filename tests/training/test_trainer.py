@@ -185,6 +185,41 @@ def test_a_pairs_cue_is_trained_recorded_and_used_by_retrieval(tiny_model_dir, c
     assert "query_prefix" not in json.loads((plain_adapter / "unirag.json").read_text())
 
 
+def test_an_embedding_layer_is_trained_recorded_and_kept(tiny_model_dir, corpus, tmp_path):
+    """embedding_layer: the losses read the EOS state after that layer, exactly as UniModel embeds
+    at the layer the adapter then records; a later stage keeps it."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from unirag.training.objectives import eos_hidden
+    from unirag.training.trainer import UniMAEModule
+
+    config = load_config("test-tiny", {"embedding_layer": "1"})
+    module = UniMAEModule(AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval(), config, mask_token_id=0)
+    model = UniModel.load(str(tiny_model_dir), precision="fp32")
+    model.embedding_layer = 1
+    ids = torch.tensor([model.embedding_inputs(CORPUS_LINES[:1])[0].ids])
+    with torch.no_grad():
+        last, embedded = module.hidden(ids, torch.ones_like(ids))
+        trained = eos_hidden(embedded, torch.ones_like(ids))[0].numpy()
+    np.testing.assert_allclose(trained / np.linalg.norm(trained), model.embed(CORPUS_LINES[:1])[0], atol=1e-5)
+    assert not torch.allclose(last, embedded)
+
+    out = run(tiny_model_dir, corpus, tmp_path / "layer1", steps=2, embedding_layer=1)
+    assert json.loads((out / "unirag.json").read_text())["embedding_layer"] == 1
+    assert UniModel.load(str(tiny_model_dir), str(out), precision="fp32").embedding_layer == 1
+    later = train(load_config("test-tiny", {"objective": "simcse", "steps": "1"}), str(tiny_model_dir),
+                  str(corpus), str(tmp_path / "later"), init_adapter=str(out))
+    assert json.loads((later / "unirag.json").read_text())["embedding_layer"] == 1
+    assert "embedding_layer" not in json.loads((run(tiny_model_dir, corpus, tmp_path / "last", steps=1)
+                                                / "unirag.json").read_text())
+    with pytest.raises(UniragError, match="has 2 layers"):
+        run(tiny_model_dir, corpus, tmp_path / "deep", steps=1, embedding_layer=3)
+    for bad in ({"embedding_layer": "-1"}, {"embedding_layer": "1", "objective": "gem"}):
+        with pytest.raises(UniragError, match="embedding_layer"):
+            load_config("test-tiny", bad)
+
+
 def test_simcse_masked_positive_is_a_harder_view(tiny_model_dir, corpus, tmp_path):
     """simcse_positive=masked: the second view reads the text with p_mar of it masked, so with
     no dropout at all the two views differ (dropout views would be identical) and the loss is higher."""

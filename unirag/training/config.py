@@ -68,6 +68,9 @@ class TrainConfig:
     # text embedded before each question (an asymmetric cue; passages get none). The adapter
     # records it, and retrieval embeds users' questions after the same text.
     query_prefix: str = ""
+    # the decoder layer whose EOS state (through the final norm) is the embedding the losses train
+    # (unimae, simcse, pairs); 0: the last. The adapter records it, and UniModel embeds there.
+    embedding_layer: int = 0
     # GEM
     gem_tokens: int = 1
     gem_contrastive: float = 0.0       # weight of an optional SimCSE term on the summary state
@@ -101,6 +104,10 @@ class TrainConfig:
             raise UniragError("anchor_weight and anchor_rows must be >= 0")
         if self.anchor_weight > 0 and self.full_finetune:
             raise UniragError("anchor_weight needs LoRA (the base model is the adapter switched off)")
+        if self.embedding_layer < 0:
+            raise UniragError("embedding_layer must be >= 0 (0: the last layer)")
+        if self.embedding_layer and self.objective == "gem":
+            raise UniragError("embedding_layer: GEM embeds at its summary tokens of the last layer; leave it 0")
         if self.steps < 1 or self.max_length < 8:
             raise UniragError("steps must be >= 1 and max_length >= 8")
         return self

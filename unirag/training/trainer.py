@@ -11,6 +11,7 @@ folder (no tiny decoder) with `unirag.json` and a model card.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -62,8 +63,15 @@ class UniMAEModule(nn.Module):
         return self.llm.get_base_model() if hasattr(self.llm, "get_base_model") else self.llm
 
     def hidden(self, input_ids, attention_mask):
-        """Last-layer hidden states after the final norm: exactly what UniModel.embed pools."""
-        return self.causal_lm.base_model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        """(last-layer states, embedding-layer states), both after the final norm: what generation
+        reads, and exactly what UniModel.embed pools (one tensor where it embeds at the last layer)."""
+        decoder = self.causal_lm.base_model
+        layer = self.config.embedding_layer
+        if not layer or layer == decoder.config.num_hidden_layers:
+            states = decoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+            return states, states
+        out = decoder(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True)
+        return out.last_hidden_state, decoder.norm(out.hidden_states[layer])
 
     def forward(self, input_ids, attention_mask, seed: int, query_ids=None, query_mask=None,
                 negative_ids=None, negative_mask=None):
@@ -78,7 +86,7 @@ class UniMAEModule(nn.Module):
                                    generator=generator)
         n_anchor = self.anchor_rows(input_ids)
         corrupted[:n_anchor] = input_ids[:n_anchor]  # anchor rows stay clean
-        states = self.hidden(corrupted, attention_mask)
+        states, embedded = self.hidden(corrupted, attention_mask)
         head = self.causal_lm.get_output_embeddings()
         parts = {}
         loss = torch.zeros((), device=input_ids.device)
@@ -88,7 +96,7 @@ class UniMAEModule(nn.Module):
         if n_anchor:
             parts["anchor"] = self.anchor_term(states, input_ids, attention_mask, n_anchor)
             loss = loss + self.config.anchor_weight * parts["anchor"]
-        h_eos = eos_hidden(states, attention_mask)
+        h_eos = eos_hidden(embedded, attention_mask)
         token_embeds = self.causal_lm.get_input_embeddings()(input_ids).detach()
         logits = self.decoder(h_eos, token_embeds, attention_mask, self.config.p_mrc, generator)
         parts["mrc"] = mrc_loss(logits, input_ids, attention_mask)
@@ -115,13 +123,13 @@ class UniMAEModule(nn.Module):
         """Unsupervised SimCSE: two passes = two dropout masks (LoRA dropout), positives on the
         diagonal, in-batch negatives; plus the anchor term on the first view if it is on.
         With simcse_positive "masked" the second pass reads the text with p_mar of it masked."""
-        states = self.hidden(input_ids, attention_mask)
-        a = eos_hidden(states, attention_mask)
+        states, embedded = self.hidden(input_ids, attention_mask)
+        a = eos_hidden(embedded, attention_mask)
         second = input_ids
         if self.config.simcse_positive == "masked":
             second, _ = mar_corrupt(input_ids, attention_mask, self.mask_token_id, self.config.p_mar,
                                     generator=generator)
-        b = eos_hidden(self.hidden(second, attention_mask), attention_mask)
+        b = eos_hidden(self.hidden(second, attention_mask)[1], attention_mask)
         return self.with_anchor("simcse", simcse_loss(a, b, self.config.temperature), states, input_ids,
                                 attention_mask)
 
@@ -129,12 +137,12 @@ class UniMAEModule(nn.Module):
         """Question -> passage contrast: each question's EOS state must pick its own passage's
         among the micro-batch's (in-batch negatives) and the rows' hard negatives, if any, so
         questions land near the passages that answer them; plus the anchor term on the passages."""
-        states = self.hidden(input_ids, attention_mask)
-        passages = eos_hidden(states, attention_mask)
+        states, embedded = self.hidden(input_ids, attention_mask)
+        passages = eos_hidden(embedded, attention_mask)
         if negative_ids is not None:
-            negatives = eos_hidden(self.hidden(negative_ids, negative_mask), negative_mask)
+            negatives = eos_hidden(self.hidden(negative_ids, negative_mask)[1], negative_mask)
             passages = torch.cat([passages, negatives])  # row i's target stays column i
-        questions = eos_hidden(self.hidden(query_ids, query_mask), query_mask)
+        questions = eos_hidden(self.hidden(query_ids, query_mask)[1], query_mask)
         return self.with_anchor("pairs", simcse_loss(questions, passages, self.config.temperature), states,
                                 input_ids, attention_mask)
 
@@ -434,7 +442,12 @@ def train(config: TrainConfig, model: str, data: str, output: str, resume: bool 
     target = resolve_device(device)  # a bad --device fails before the data is read
     tune_allocator()  # much faster steps on CPU; training only, since it raises a server's RSS
     torch.manual_seed(config.seed)
+    # a later stage trains the embedding where the earlier one put it, unless told otherwise
+    if init_adapter and not config.embedding_layer:
+        config = dataclasses.replace(config, embedding_layer=read_record(init_adapter).get("embedding_layer", 0))
     base, tokenizer = load_base(model)
+    if config.embedding_layer > base.config.num_hidden_layers:
+        raise UniragError(f"embedding_layer {config.embedding_layer}: {model} has {base.config.num_hidden_layers} layers")
     mask_token, mask_id = choose_mask_token(tokenizer, config.mask_token)
     if config.objective == "pairs":
         dataset = tokenize_pairs(load_pairs(data), tokenizer, config.max_length, config.query_length,
@@ -472,6 +485,8 @@ def train(config: TrainConfig, model: str, data: str, output: str, resume: bool 
     query_prefix = config.query_prefix if config.objective == "pairs" else earlier_prefix
     if query_prefix:
         meta["query_prefix"] = query_prefix
+    if config.embedding_layer:  # UniModel embeds where the losses trained the embedding
+        meta["embedding_layer"] = config.embedding_layer
     if summary_ids:  # GEM embeds at the summary token(s) appended after the text, not at EOS
         meta.update(summary_tokens=summary_tokens, embed_suffix_ids=summary_ids)
     stopper = StopOnSignal()
