@@ -18,7 +18,10 @@ its caches (run selection_replay first to fill them). Kinds (`--kinds`):
 - "pair": the first unit offered and the one after it; "para": and those after it in its
   paragraph (prose, no blank line between); "parapair": the one after it in its paragraph;
 - any of those + "+units": the budget left filled as the default fills it;
-- "fuse=A/B", "leaders=A/B" (joined by "+"): the default with those scorers fused or leading.
+- "fuse=A/B", "leaders=A/B" (joined by "+"): the default with those scorers fused or leading;
+- "answertop=K": the default with the "answer" scorer's second pass run on the K units the other
+  two scorers' fusion ranks highest only (the rest rank last by it): what scoring fewer units
+  as answers (issue 91, lever 2) would cost.
 
     python research/window_trial.py --db runs/dev/db --set rust=QUESTIONS.jsonl ... \\
         [--kinds units,pair+units,para+units] [--output runs/bench/window_trial.json]
@@ -125,6 +128,18 @@ def chooser(kind: str):
             finally:
                 ev.LEADERS = saved
         return choose_with
+    if kind.startswith("answertop="):
+        top = int(kind.partition("=")[2])
+
+        def choose_top(hits, cands, scores, null, max_words=ev.MAX_WORDS, scorers=ev.SCORERS):
+            if not cands:
+                return DEFAULT_CHOOSE(hits, cands, scores, null, max_words, scorers)
+            first = ev.fuse(scores, ("likelihood", "embedding"))
+            kept = set(sorted(range(len(first)), key=lambda k: -first[k])[:top])
+            floor = min(scores["answer"]) - 1.0
+            answer = [value if k in kept else floor for k, value in enumerate(scores["answer"])]
+            return DEFAULT_CHOOSE(hits, cands, {**scores, "answer": answer}, null, max_words, scorers)
+        return choose_top
     shape, _, rest = kind.partition("+")
     name = shape.rstrip("0123456789")
     cap = int(shape[len(name):] or 10**6)

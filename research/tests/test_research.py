@@ -244,6 +244,7 @@ def test_selection_replay_reference_judge_ranks_in_the_embeddings_place(tiny, tm
 
 @pytest.mark.parametrize("kind, quoted", [
     ("units", None),  # the default's own choice
+    ("answertop=99", None),  # every unit scored as an answer: the default's choice
     ("pair", ["A loop repeats code. It stops at `break`."]),
     ("para", ["A loop repeats code. It stops at `break`. The value after it is returned."]),
     ("forward5", ["A loop repeats code."]),  # the window holds at most 5 words, its "[n]" counted
