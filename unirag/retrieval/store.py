@@ -3,8 +3,8 @@
 A collection is created with cosine space (`configuration={"hnsw": {"space": "cosine"}}`, the
 chromadb 1.x form) and no embedding function: unirag always passes its own vectors. Its
 metadata records which model (name includes the adapter), pooling, embedding layer and dimension
-made the vectors, set once at creation, so a query or an ingest with another model is refused instead of
-silently comparing vectors from different spaces.
+made the vectors, set once at creation, so a query or an ingest with another model is refused
+instead of silently comparing vectors from different spaces.
 """
 
 from __future__ import annotations

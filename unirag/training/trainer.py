@@ -443,7 +443,7 @@ def train(config: TrainConfig, model: str, data: str, output: str, resume: bool 
     tune_allocator()  # much faster steps on CPU; training only, since it raises a server's RSS
     torch.manual_seed(config.seed)
     # a later stage trains the embedding where the earlier one put it, unless told otherwise
-    if init_adapter and not config.embedding_layer:
+    if init_adapter and not config.embedding_layer and config.objective != "gem":
         config = dataclasses.replace(config, embedding_layer=read_record(init_adapter).get("embedding_layer", 0))
     base, tokenizer = load_base(model)
     if config.embedding_layer > base.config.num_hidden_layers:
