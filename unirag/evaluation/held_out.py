@@ -43,9 +43,11 @@ def _read_run(path: Path) -> tuple[str, dict]:
     """(the run's set name: its question file's stem, the run's JSON)."""
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
-        record["metrics"]["answers"].items()
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        raise UniragError(f"{path}: not a `unirag eval rag --answers N -o FILE` result") from None
+        answers = record["metrics"]["answers"]
+    except (OSError, ValueError, KeyError, TypeError):
+        answers = None
+    if not isinstance(answers, dict):
+        raise UniragError(f"{path}: not a `unirag eval rag --answers N -o FILE` result")
     return Path(record.get("questions", path.stem)).stem, record
 
 

@@ -24,11 +24,11 @@ import numpy as np
 
 from unirag.errors import UniragError
 
+log = logging.getLogger("unirag")
 GGUF_TYPES = ("f16", "bf16", "q8_0", "f32")
 MODEL_KEY = "unirag.model"  # base model + adapter digest, as UniModel names it
 POOLING_KEY = "unirag.model.pooling"  # read by nothing in llama.cpp; says how to embed with this file
 COPIED_PREFIXES = ("tokenizer.", "general.")  # from a source GGUF; model shape always comes from the config
-log = logging.getLogger("unirag")
 NOT_COPIED = {"general.file_type", "general.quantization_version", "general.architecture"}
 
 
